@@ -1,0 +1,172 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"skiff/store"
+)
+
+// compactChunk bounds how many revisions one compaction transaction covers,
+// so a large compaction is interleaved with writes instead of stalling them.
+const compactChunk = 10000
+
+// Create stores a new key.
+func (s *Store) Create(ctx context.Context, key string, value []byte) (store.KeyValue, error) {
+	if err := checkKey(key); err != nil {
+		return store.KeyValue{}, err
+	}
+	r := s.submit(ctx, &op{kind: opCreate, key: key, value: value})
+	if r.err != nil {
+		return store.KeyValue{}, r.err
+	}
+	return r.kv, nil
+}
+
+// Update replaces key's value if its ModRevision is expectedRev (0: any).
+func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRev int64) (store.KeyValue, error) {
+	if err := checkKey(key); err != nil {
+		return store.KeyValue{}, err
+	}
+	r := s.submit(ctx, &op{kind: opUpdate, key: key, value: value, expected: expectedRev})
+	return r.kv, r.err
+}
+
+// Delete removes key if its ModRevision is expectedRev (0: any).
+func (s *Store) Delete(ctx context.Context, key string, expectedRev int64) (store.KeyValue, int64, error) {
+	if err := checkKey(key); err != nil {
+		return store.KeyValue{}, 0, err
+	}
+	r := s.submit(ctx, &op{kind: opDelete, key: key, expected: expectedRev})
+	if r.err != nil {
+		if errors.Is(r.err, store.ErrConflict) {
+			return r.kv, 0, r.err
+		}
+		return store.KeyValue{}, 0, r.err
+	}
+	return r.kv, r.rev, nil
+}
+
+// Compact discards history at and below rev, in chunks of compactChunk
+// revisions, each ordered with the writes around it.
+func (s *Store) Compact(ctx context.Context, rev int64) error {
+	from := s.compact.Load()
+	if rev > s.rev.Load() {
+		return fmt.Errorf("%w: compact to %d, current revision is %d", store.ErrFutureRevision, rev, s.rev.Load())
+	}
+	for next := from; next < rev; {
+		next = min(next+compactChunk, rev)
+		if r := s.submit(ctx, &op{kind: opCompact, expected: next}); r.err != nil {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// Get returns the current value of key.
+func (s *Store) Get(ctx context.Context, key string) (store.KeyValue, error) {
+	if s.isClosed() {
+		return store.KeyValue{}, store.ErrClosed
+	}
+	if err := checkKey(key); err != nil {
+		return store.KeyValue{}, err
+	}
+	var r row
+	err := s.rdb.QueryRowContext(ctx, sqlLatest, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.deleted) {
+		return store.KeyValue{}, fmt.Errorf("%w: %s", store.ErrNotFound, key)
+	}
+	if err != nil {
+		return store.KeyValue{}, fmt.Errorf("sqlite: get %q: %w", key, err)
+	}
+	return store.KeyValue{Key: key, Value: r.value, CreateRevision: r.created, ModRevision: r.rev}, nil
+}
+
+// List returns a page of the live keys under a prefix at one revision.
+func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListResult, error) {
+	if s.isClosed() {
+		return store.ListResult{}, store.ErrClosed
+	}
+	rev, start := opts.Revision, opts.Prefix
+	if opts.Continue != "" {
+		var err error
+		if rev, start, err = store.DecodeContinue(opts.Continue, opts.Prefix); err != nil {
+			return store.ListResult{}, err
+		}
+	}
+	if opts.Limit < 0 {
+		return store.ListResult{}, fmt.Errorf("sqlite: negative limit %d", opts.Limit)
+	}
+	end := store.PrefixEnd(opts.Prefix)
+
+	// One read transaction: the revisions and the rows come from the same
+	// WAL snapshot, so a compaction committed meanwhile cannot tear the page.
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.ListResult{}, fmt.Errorf("sqlite: list: %w", err)
+	}
+	defer tx.Rollback()
+	rev, err = snapshotRevision(ctx, tx, rev)
+	if err != nil {
+		return store.ListResult{}, err
+	}
+
+	upper := ""
+	if end != "" {
+		upper = sqlKeyUpper
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = -1 // SQLite: no limit
+	} else {
+		limit++ // one more tells whether a next page exists
+	}
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(sqlListLive, upper), start, rev, end, limit)
+	if err != nil {
+		return store.ListResult{}, fmt.Errorf("sqlite: list %q: %w", opts.Prefix, err)
+	}
+	defer rows.Close()
+	res := store.ListResult{Revision: rev}
+	if opts.Limit > 0 {
+		res.Items = make([]store.KeyValue, 0, min(opts.Limit, 1024))
+	}
+	for rows.Next() {
+		var kv store.KeyValue
+		if err := rows.Scan(&kv.ModRevision, &kv.Key, &kv.CreateRevision, &kv.Value); err != nil {
+			return store.ListResult{}, fmt.Errorf("sqlite: list %q: %w", opts.Prefix, err)
+		}
+		res.Items = append(res.Items, kv)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListResult{}, fmt.Errorf("sqlite: list %q: %w", opts.Prefix, err)
+	}
+	if opts.Limit > 0 && int64(len(res.Items)) > opts.Limit {
+		next := res.Items[opts.Limit].Key
+		res.Items = res.Items[:opts.Limit]
+		res.Continue = store.EncodeContinue(rev, next)
+		if err := tx.QueryRowContext(ctx, fmt.Sprintf(sqlCountLive, upper), next, rev, end).Scan(&res.RemainingCount); err != nil {
+			return store.ListResult{}, fmt.Errorf("sqlite: count %q: %w", opts.Prefix, err)
+		}
+	}
+	return res, nil
+}
+
+// snapshotRevision resolves the revision a read runs at (0: current) and
+// checks it against the compacted and current revisions seen by tx.
+func snapshotRevision(ctx context.Context, tx *sql.Tx, rev int64) (int64, error) {
+	var cur, compacted int64
+	if err := tx.QueryRowContext(ctx, sqlMeta).Scan(&cur, &compacted); err != nil {
+		return 0, fmt.Errorf("sqlite: read revisions: %w", err)
+	}
+	switch {
+	case rev == 0:
+		return cur, nil
+	case rev < compacted:
+		return 0, fmt.Errorf("%w: revision %d, compacted at %d", store.ErrCompacted, rev, compacted)
+	case rev > cur:
+		return 0, fmt.Errorf("%w: revision %d, current is %d", store.ErrFutureRevision, rev, cur)
+	}
+	return rev, nil
+}
