@@ -29,9 +29,9 @@ type op struct {
 }
 
 type result struct {
-	kv   store.KeyValue // the key after the write (Create/Update), or before it (Delete)
-	rev  int64          // revision assigned to the write
-	err  error
+	kv  store.KeyValue // the key after the write (Create/Update), or before it (Delete)
+	rev int64          // revision assigned to the write
+	err error
 }
 
 // submit queues o for the committer and waits for its result. If ctx ends
@@ -117,7 +117,8 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 			return fmt.Errorf("sqlite: begin: %w", err)
 		}
 		defer tx.Rollback()
-		a := applier{ctx: ctx, tx: tx, rev: rev, compact: compact}
+		a := applier{ctx: ctx, tx: tx, rev: rev, compact: compact,
+			latestStmt: tx.StmtContext(ctx, s.wstmt.latest), insertStmt: tx.StmtContext(ctx, s.wstmt.insert)}
 		for i, o := range batch {
 			if err := o.ctx.Err(); err != nil {
 				results[i] = result{err: err}
@@ -133,7 +134,7 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 			}
 		}
 		if a.rev != rev {
-			if _, err := tx.ExecContext(ctx, sqlSetRev, a.rev); err != nil {
+			if _, err := tx.StmtContext(ctx, s.wstmt.setRev).ExecContext(ctx, a.rev); err != nil {
 				return fmt.Errorf("sqlite: record revision: %w", err)
 			}
 		}
@@ -165,10 +166,12 @@ func (s *Store) commit(ctx context.Context, batch []*op) {
 // place revisions are assigned: each successful write takes rev+1; a write
 // whose precondition fails takes none.
 type applier struct {
-	ctx     context.Context
-	tx      *sql.Tx
-	rev     int64
-	compact int64
+	ctx        context.Context
+	tx         *sql.Tx
+	latestStmt *sql.Stmt
+	insertStmt *sql.Stmt
+	rev        int64
+	compact    int64
 }
 
 type row struct {
@@ -179,7 +182,7 @@ type row struct {
 
 func (a *applier) latest(key string) (row, bool, error) {
 	var r row
-	err := a.tx.QueryRowContext(a.ctx, sqlLatest, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
+	err := a.latestStmt.QueryRowContext(a.ctx, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, false, nil
 	}
@@ -226,7 +229,7 @@ func (a *applier) apply(o *op) (result, *store.Event, error) {
 	if o.kind == opDelete {
 		deleted, value = 1, nil
 	}
-	if _, err := a.tx.ExecContext(a.ctx, sqlInsert, rev, o.key, created, cur.rev, deleted, value); err != nil {
+	if _, err := a.insertStmt.ExecContext(a.ctx, rev, o.key, created, cur.rev, deleted, value); err != nil {
 		return result{}, nil, fmt.Errorf("sqlite: write %q: %w", o.key, err)
 	}
 	a.rev = rev

@@ -74,7 +74,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.KeyValue, error) {
 		return store.KeyValue{}, err
 	}
 	var r row
-	err := s.rdb.QueryRowContext(ctx, sqlLatest, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
+	err := s.rstmt.latest.QueryRowContext(ctx, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.deleted) {
 		return store.KeyValue{}, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 	}
@@ -113,17 +113,13 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListRes
 		return store.ListResult{}, err
 	}
 
-	upper := ""
-	if end != "" {
-		upper = sqlKeyUpper
-	}
 	limit := opts.Limit
 	if limit == 0 {
 		limit = -1 // SQLite: no limit
 	} else {
 		limit++ // one more tells whether a next page exists
 	}
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(sqlListLive, upper), start, rev, end, limit)
+	rows, err := tx.StmtContext(ctx, s.rstmt.list[bound(end)]).QueryContext(ctx, start, rev, end, limit)
 	if err != nil {
 		return store.ListResult{}, fmt.Errorf("sqlite: list %q: %w", opts.Prefix, err)
 	}
@@ -146,7 +142,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListRes
 		next := res.Items[opts.Limit].Key
 		res.Items = res.Items[:opts.Limit]
 		res.Continue = store.EncodeContinue(rev, next)
-		if err := tx.QueryRowContext(ctx, fmt.Sprintf(sqlCountLive, upper), next, rev, end).Scan(&res.RemainingCount); err != nil {
+		if err := tx.StmtContext(ctx, s.rstmt.count[bound(end)]).QueryRowContext(ctx, next, rev, end).Scan(&res.RemainingCount); err != nil {
 			return store.ListResult{}, fmt.Errorf("sqlite: count %q: %w", opts.Prefix, err)
 		}
 	}

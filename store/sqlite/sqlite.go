@@ -61,6 +61,9 @@ type Store struct {
 	bg      sync.WaitGroup
 	once    sync.Once
 
+	wstmt writeStmts
+	rstmt readStmts
+
 	rev     atomic.Int64 // last committed revision
 	compact atomic.Int64 // last compacted revision
 	hub     *hub
@@ -111,8 +114,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
 
+	ws, rs, err := prepare(ctx, wdb, rdb)
+	if err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, err
+	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s := &Store{
+		wstmt:   ws,
+		rstmt:   rs,
 		cfg:     cfg,
 		log:     cfg.Logger,
 		wdb:     wdb,
@@ -179,6 +190,54 @@ func (s *Store) isClosed() bool {
 	default:
 		return false
 	}
+}
+
+// Statements are prepared once; database/sql then keeps one prepared copy
+// per connection, so the hot paths skip SQLite's parser.
+type writeStmts struct {
+	latest, insert, setRev *sql.Stmt
+}
+
+// readStmts hold each query twice: [0] for a prefix with no upper bound (the
+// empty prefix), [1] with one.
+type readStmts struct {
+	latest               *sql.Stmt
+	list, count, history [2]*sql.Stmt
+}
+
+func prepare(ctx context.Context, wdb, rdb *sql.DB) (writeStmts, readStmts, error) {
+	var ws writeStmts
+	var rs readStmts
+	var errs []error
+	prep := func(db *sql.DB, dst **sql.Stmt, q string) {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sqlite: prepare %q: %w", q, err))
+		}
+		*dst = st
+	}
+	prep(wdb, &ws.latest, sqlLatest)
+	prep(wdb, &ws.insert, sqlInsert)
+	prep(wdb, &ws.setRev, sqlSetRev)
+	prep(rdb, &rs.latest, sqlLatest)
+	for i, upper := range []string{"", "x"} {
+		listUpper, histUpper := "", ""
+		if upper != "" {
+			listUpper, histUpper = sqlKeyUpper, sqlHistoryUpper
+		}
+		prep(rdb, &rs.list[i], fmt.Sprintf(sqlListLive, listUpper))
+		prep(rdb, &rs.count[i], fmt.Sprintf(sqlCountLive, listUpper))
+		prep(rdb, &rs.history[i], fmt.Sprintf(sqlHistory, histUpper))
+	}
+	return ws, rs, errors.Join(errs...)
+}
+
+// bound is the index into readStmts for a prefix's upper bound.
+func bound(end string) int {
+	if end == "" {
+		return 0
+	}
+	return 1
 }
 
 func checkKey(key string) error {

@@ -180,13 +180,8 @@ func (w *watcher) send(ctx context.Context, ev store.Event) bool {
 // not overtaken the watcher, which would have removed rows it still needs.
 func (w *watcher) replay(ctx context.Context) error {
 	end := store.PrefixEnd(w.sub.prefix)
-	upper := ""
-	if end != "" {
-		upper = sqlHistoryUpper
-	}
-	q := fmt.Sprintf(sqlHistory, upper)
 	for w.after < w.upto {
-		events, err := w.readPage(ctx, q, end)
+		events, err := w.readPage(ctx, end)
 		if err != nil {
 			return err
 		}
@@ -202,7 +197,7 @@ func (w *watcher) replay(ctx context.Context) error {
 	return nil
 }
 
-func (w *watcher) readPage(ctx context.Context, q, end string) ([]store.Event, error) {
+func (w *watcher) readPage(ctx context.Context, end string) ([]store.Event, error) {
 	tx, err := w.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: watch replay: %w", err)
@@ -215,7 +210,7 @@ func (w *watcher) readPage(ctx context.Context, q, end string) ([]store.Event, e
 	if w.after < compacted {
 		return nil, fmt.Errorf("%w: watch at revision %d, compacted at %d", store.ErrCompacted, w.after, compacted)
 	}
-	rows, err := tx.QueryContext(ctx, q, w.after, w.upto, w.sub.prefix, end, historyPage)
+	rows, err := tx.StmtContext(ctx, w.s.rstmt.history[bound(end)]).QueryContext(ctx, w.after, w.upto, w.sub.prefix, end, historyPage)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: watch replay: %w", err)
 	}

@@ -220,10 +220,10 @@ func testListPaging(t *testing.T, s store.Store) {
 	for i := 0; i < 25; i++ {
 		mustCreate(t, s, fmt.Sprintf("/p/%02d", i), fmt.Sprint(i))
 	}
-	mustCreate(t, s, "/p0", "outside")     // shares the prefix's bytes but not "/p/"
-	mustCreate(t, s, "/o/x", "outside")    // sorts before
-	mustCreate(t, s, "/q/x", "outside")    // sorts after
-	s.Delete(ctx, "/p/03", 0)              // deleted keys are not listed
+	mustCreate(t, s, "/p0", "outside")      // shares the prefix's bytes but not "/p/"
+	mustCreate(t, s, "/o/x", "outside")     // sorts before
+	mustCreate(t, s, "/q/x", "outside")     // sorts after
+	s.Delete(ctx, "/p/03", 0)               // deleted keys are not listed
 	s.Update(ctx, "/p/04", []byte("4b"), 0) // updated keys are listed once
 
 	all, err := s.List(ctx, store.ListOptions{Prefix: "/p/"})

@@ -3,6 +3,7 @@ package kinebench
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestAdapter(t *testing.T) {
 		t.Fatalf("page 2 = %+v, %v", p2, err)
 	}
 	old, err := s.List(ctx, store.ListOptions{Prefix: "/a/", Revision: delRev - 1})
-	if err != nil || len(old.Items) != 2 {
+	if err != nil || len(old.Items) != 3 || old.Revision != delRev-1 {
 		t.Fatalf("list at %d = %+v, %v", delRev-1, old, err)
 	}
 	if _, err := s.List(ctx, store.ListOptions{Prefix: "/a/", Revision: 1 << 40}); !errors.Is(err, store.ErrFutureRevision) {
@@ -144,5 +145,32 @@ func TestAdapter(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "/a/1"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("get after close: %v", err)
+	}
+}
+
+// TestCloseStopsGoroutines checks that Close ends kine's background work
+// (poll loop, TTL loop, broadcaster, DB closer) and the adapter's watchers.
+func TestCloseStopsGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(context.Background(), "/x/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(context.Background(), "/x/1", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-w.Events()
+	s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }

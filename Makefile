@@ -1,0 +1,57 @@
+# skiff — build, run and test on a Debian machine (as root for deps and run).
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+export CGO_ENABLED := 1
+
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# Debian packages the build and tests need; later parts add theirs here.
+DEB_PACKAGES := gcc libc6-dev git ca-certificates
+DATA_DIR ?= /var/lib/skiff
+TEST_TIMEOUT ?= 40m
+
+.PHONY: all build deps run test unit e2e bench bench-kine lint clean
+
+all: build
+
+## deps: install the Debian packages that are missing (needs root and apt)
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is needed at /usr/local/go/bin or on PATH"; exit 1; }
+
+## build: bin/skiff (cgo for SQLite, version stamped)
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/skiff .
+
+## run: install what is missing, build, and start a single-node server
+run: deps build
+	./bin/skiff server --data-dir $(DATA_DIR)
+
+## test: install what is missing, then every test (race detector on)
+test: deps lint build
+	SKIFF_BIN=$(CURDIR)/bin/skiff $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## bench: the store benchmarks, then kine's through the same operations
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./store/sqlite
+	$(MAKE) bench-kine
+
+bench-kine:
+	cd store/sqlite/kinebench && $(GO) test -run '^$$' -bench . -benchtime 2s .
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,104 @@
+// Command skiff runs a Kubernetes-compatible cluster from one binary:
+// `skiff server` for the control plane, `skiff agent` for a worker node.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"skiff/agent"
+	"skiff/server"
+)
+
+// Stamped by the build (make build): -X main.version=... -X main.commit=...
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "skiff:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "skiff",
+		Short:         "A Kubernetes-compatible cluster in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServerCommand(), newAgentCommand(), newVersionCommand())
+	return root
+}
+
+// withConfig makes a command read the environment and its config file into
+// the flags the user did not give.
+func withConfig(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().String("config", defaultConfigFile, "YAML file whose keys are flag names")
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		return resolveFlags(cmd.Flags(), os.Getenv)
+	}
+	return cmd
+}
+
+func newServerCommand() *cobra.Command {
+	cfg := server.Config{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane (so far: the state store and /healthz)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return server.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/skiff", "directory for the server's state")
+	f.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address to listen on")
+	f.IntVar(&cfg.Port, "https-listen-port", 6443, "API port (serves only /healthz, over plain HTTP, until the API server lands)")
+	f.DurationVar(&cfg.CompactInterval, "compact-interval", 5*time.Minute, "how often to compact store history; each compaction keeps one interval (0 disables)")
+	return withConfig(cmd)
+}
+
+func newAgentCommand() *cobra.Command {
+	cfg := agent.Config{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Join a server as a worker node (not built yet: validates its flags and exits)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ServerURL, "server", "", "server to join, https://host:6443 (env SKIFF_URL)")
+	f.StringVar(&cfg.Token, "token", "", "join token (env SKIFF_TOKEN)")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/skiff", "directory for the agent's state")
+	f.StringVar(&cfg.NodeName, "node-name", "", "node name (default: the hostname)")
+	return withConfig(cmd)
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, git commit and Go version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "skiff version %s (commit %s)\ngo version %s %s/%s\n",
+				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+	}
+}
