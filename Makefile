@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 # Debian packages the build and tests need; later parts add theirs here.
 DEB_PACKAGES := gcc libc6-dev git ca-certificates
 DATA_DIR ?= /var/lib/skiff
@@ -45,7 +45,7 @@ bench: deps
 	$(MAKE) bench-kine
 
 bench-kine:
-	cd store/sqlite/kinebench && $(GO) test -run '^$$' -bench . -benchtime 2s .
+	cd store/sqlite/kinebench && $(GO) test -mod=mod -run '^$$' -bench . -benchtime 2s .
 
 ## lint: gofmt and go vet
 lint:

@@ -9,19 +9,21 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/version"
 
 	"skiff/agent"
 	"skiff/server"
 )
 
-// Stamped by the build (make build): -X main.version=... -X main.commit=...
+// Stamped by the build (make build): -X main.buildVersion=... -X main.buildCommit=...
 var (
-	version = "dev"
-	commit  = "unknown"
+	buildVersion = "dev"
+	buildCommit  = "unknown"
 )
 
 func main() {
@@ -56,19 +58,31 @@ func withConfig(cmd *cobra.Command) *cobra.Command {
 
 func newServerCommand() *cobra.Command {
 	cfg := server.Config{}
+	var mode string
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run the control plane (so far: the state store and /healthz)",
+		Short: "Run the control plane: the state store and the Kubernetes API over HTTPS",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := strconv.ParseUint(mode, 8, 32)
+			if err != nil || m > 0o777 {
+				return fmt.Errorf("--write-kubeconfig-mode %q: want an octal file mode such as 0600", mode)
+			}
+			cfg.KubeconfigMode = os.FileMode(m)
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			cfg.Version = versionInfo()
 			return server.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/skiff", "directory for the server's state")
 	f.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address to listen on")
-	f.IntVar(&cfg.Port, "https-listen-port", 6443, "API port (serves only /healthz, over plain HTTP, until the API server lands)")
+	f.IntVar(&cfg.Port, "https-listen-port", 6443, "port of the Kubernetes API (HTTPS)")
+	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra host names or IP addresses for the serving certificate")
+	f.StringVar(&cfg.ServiceCIDR, "service-cidr", "10.43.0.0/16", "Service IP range; its first address is the API server's in-cluster address")
+	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	f.StringVar(&cfg.KubeconfigPath, "write-kubeconfig", "/etc/skiff/skiff.yaml", "where to write the admin kubeconfig")
+	f.StringVar(&mode, "write-kubeconfig-mode", "0600", "file mode of the admin kubeconfig")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 5*time.Minute, "how often to compact store history; each compaction keeps one interval (0 disables)")
 	return withConfig(cmd)
 }
@@ -91,6 +105,16 @@ func newAgentCommand() *cobra.Command {
 	return withConfig(cmd)
 }
 
+// versionInfo is what /version and `skiff version` report. The Kubernetes
+// version is the API the server speaks (its k8s.io/api release).
+func versionInfo() version.Info {
+	return version.Info{
+		Major: "1", Minor: "37", GitVersion: "v1.37.2+skiff-" + buildVersion,
+		GitCommit: buildCommit, GitTreeState: "clean", GoVersion: runtime.Version(),
+		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
@@ -98,7 +122,7 @@ func newVersionCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
 			fmt.Fprintf(cmd.OutOrStdout(), "skiff version %s (commit %s)\ngo version %s %s/%s\n",
-				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+				buildVersion, buildCommit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }

@@ -14,7 +14,7 @@ import (
 func startServer(t *testing.T, dataDir string, port int) *proc {
 	t.Helper()
 	return start(t, "server", "--data-dir", dataDir, "--bind-address", "127.0.0.1",
-		"--https-listen-port", strconv.Itoa(port))
+		"--https-listen-port", strconv.Itoa(port), "--write-kubeconfig", filepath.Join(dataDir, "kubeconfig.yaml"))
 }
 
 func TestServer_ServesHealthz_StopsCleanlyOnSignal_RestartsOnItsData(t *testing.T) {
@@ -36,11 +36,19 @@ func TestServer_ConfigFile_SetsFlags(t *testing.T) {
 	port := freePort(t)
 	dataDir := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	os.WriteFile(cfg, []byte("data-dir: "+dataDir+"\nbind-address: 127.0.0.1\nhttps-listen-port: "+strconv.Itoa(port)+"\n"), 0o600)
+	os.WriteFile(cfg, []byte("data-dir: "+dataDir+"\nbind-address: 127.0.0.1\nhttps-listen-port: "+strconv.Itoa(port)+
+		"\nwrite-kubeconfig: "+filepath.Join(dataDir, "kc.yaml")+"\nwrite-kubeconfig-mode: \"0640\"\n"), 0o600)
 	p := start(t, "server", "--config", cfg)
 	waitHealthy(t, p, port)
 	if _, err := os.Stat(filepath.Join(dataDir, "server", "db", "state.db")); err != nil {
 		t.Fatalf("data-dir from the config file not used: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(dataDir, "kc.yaml"))
+	if err != nil {
+		t.Fatalf("kubeconfig path from the config file not used: %v", err)
+	}
+	if st.Mode().Perm() != 0o640 {
+		t.Fatalf("kubeconfig mode %v, want 0640 from the config file", st.Mode().Perm())
 	}
 }
 

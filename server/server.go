@@ -1,35 +1,58 @@
-// Package server is skiff's control plane. So far it opens the state store in
-// the data directory and serves a health endpoint; the API server, scheduler
-// and controllers are added here as goroutines of Run.
+// Package server is skiff's control plane: the state store, the PKI, and
+// the Kubernetes API server over HTTPS, with the control loops added as
+// goroutines of Run.
 package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
+	"k8s.io/apimachinery/pkg/version"
 
+	"skiff/server/admission"
+	"skiff/server/apiserver"
+	"skiff/server/auth"
+	"skiff/server/auth/rbac"
+	"skiff/server/auth/serviceaccount"
+	"skiff/server/certs"
+	"skiff/server/defaults"
+	"skiff/server/registry"
+	"skiff/server/storage"
+	"skiff/server/validation"
 	"skiff/store/sqlite"
 )
 
 // Config is everything `skiff server` is told.
 type Config struct {
-	// DataDir holds the server's state: <DataDir>/server/db/state.db.
+	// DataDir holds the server's state under <DataDir>/server.
 	DataDir string
-	// BindAddress is the address the server listens on.
+	// BindAddress and Port are where the API is served over HTTPS.
 	BindAddress string
-	// Port is the API port (6443). Until the API server lands it serves only
-	// /healthz, over plain HTTP.
-	Port int
+	Port        int
 	// CompactInterval is how often the store compacts history (0: never).
 	CompactInterval time.Duration
+	// TLSSANs are extra names and addresses for the serving certificate.
+	TLSSANs []string
+	// ServiceCIDR is the Service address range; its first address is the
+	// API server's in-cluster address (10.43.0.1).
+	ServiceCIDR string
+	// ClusterDomain is the DNS domain of the cluster (cluster.local).
+	ClusterDomain string
+	// KubeconfigPath and KubeconfigMode say where the admin kubeconfig goes.
+	KubeconfigPath string
+	KubeconfigMode os.FileMode
+	// Version is what /version reports.
+	Version version.Info
 	// Logger receives the server's logs.
 	Logger *slog.Logger
 	// Listening, if set, is called with the bound address once the server
@@ -42,65 +65,151 @@ func StorePath(dataDir string) string {
 	return filepath.Join(dataDir, "server", "db", "state.db")
 }
 
+// TLSDir is where the server's certificates and keys live.
+func TLSDir(dataDir string) string {
+	return filepath.Join(dataDir, "server", "tls")
+}
+
 // Run runs the server until ctx ends, then shuts down cleanly.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	st, err := sqlite.Open(ctx, sqlite.Config{
-		Path:            StorePath(cfg.DataDir),
-		CompactInterval: cfg.CompactInterval,
-		Logger:          log.With("component", "store"),
-	})
+	started := time.Now()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: StorePath(cfg.DataDir), CompactInterval: cfg.CompactInterval, Logger: log.With("component", "store")})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	rev, _ := st.CurrentRevision(ctx)
-	log.Info("store open", "path", StorePath(cfg.DataDir), "revision", rev)
 
+	_, serviceNet, err := net.ParseCIDR(cfg.ServiceCIDR)
+	if err != nil {
+		return fmt.Errorf("--service-cidr %q: %w", cfg.ServiceCIDR, err)
+	}
+	serviceIP := firstIP(serviceNet)
+	bundle, err := certs.Ensure(certs.Config{Dir: TLSDir(cfg.DataDir), Addresses: hostAddresses(), ServiceIP: serviceIP, ClusterDomain: cfg.ClusterDomain, ExtraSANs: cfg.TLSSANs})
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+
+	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
+	if err != nil {
+		return err
+	}
+	objects := storage.New(st, reg)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cacheDone := make(chan struct{})
+	go func() {
+		defer close(cacheDone)
+		objects.Cache().Run(ctx, log.With("component", "watchcache"))
+	}()
+	defer func() { cancel(); <-cacheDone }()
+
+	lookups := &objectLookups{st: objects, reg: reg}
+	saKey := bundle.ServiceAccountKey()
+	var bootstrapped atomic.Bool
+	authz := rbac.New(lookups)
+	allocator := &admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
+	api, err := apiserver.New(apiserver.Config{
+		Registry:      reg,
+		Storage:       objects,
+		Authenticator: apiserver.RequestAuthenticator{Tokens: []apiserver.TokenValidator{serviceaccount.NewValidator(saKey.Public(), "", nil, lookups)}},
+		Authorizer:    authz,
+		Rules:         authz,
+		Extra:         map[string]http.Handler{"/openapi/*": newLazyOpenAPI(reg, cfg.Version.GitVersion)},
+		Admission: []apiserver.Admitter{
+			admission.ServiceAccount{Get: lookups},
+			admission.Priority{Get: lookups},
+			admission.DefaultTolerations{Seconds: 300},
+			allocator,
+		},
+		Version: cfg.Version,
+		Logger:  log.With("component", "apiserver"),
+		Checks: []apiserver.Check{
+			{Name: "ping", Check: func(context.Context) error { return nil }},
+			{Name: "etcd", Check: func(ctx context.Context) error { _, err := st.CurrentRevision(ctx); return err }},
+			{Name: "poststarthook/rbac/bootstrap-roles", ReadyOnly: true, Check: func(context.Context) error {
+				if !bootstrapped.Load() {
+					return errors.New("not finished")
+				}
+				return nil
+			}},
+		},
+	})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: routes(st), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("serving /healthz over HTTP", "addr", ln.Addr().String())
+	system := &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
+	if err := bootstrap(ctx, api.Transport(system), serviceIP, ln.Addr().(*net.TCPAddr).Port); err != nil {
+		ln.Close()
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	bootstrapped.Store(true)
+	go allocator.Repair(ctx, lookups, 3*time.Minute)
+	startControllers(ctx, api, bundle, log)
+	return serve(ctx, cfg, ln, bundle, api.Handler(), log, started)
+}
+
+// serve serves TLS on ln, writes the admin kubeconfig and serves until ctx
+// ends.
+func serve(ctx context.Context, cfg Config, ln net.Listener, bundle *certs.Bundle, h http.Handler, log *slog.Logger, started time.Time) error {
+	port := ln.Addr().(*net.TCPAddr).Port
+	if cfg.KubeconfigPath != "" {
+		cert, key := bundle.AdminCertPEM()
+		url := "https://127.0.0.1:" + strconv.Itoa(port)
+		if err := certs.WriteKubeconfig(cfg.KubeconfigPath, cfg.KubeconfigMode, url, bundle.CACertPEM(), cert, key); err != nil {
+			ln.Close()
+			return fmt.Errorf("write kubeconfig: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	tlsLn := tls.NewListener(ln, bundle.ServerTLSConfig())
+	log.Info("serving the Kubernetes API", "addr", ln.Addr().String(), "kubeconfig", cfg.KubeconfigPath, "startup", time.Since(started).Round(time.Millisecond))
 	if cfg.Listening != nil {
 		cfg.Listening(ln.Addr())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(tlsLn) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("shutdown", "err", err)
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close() // watches do not end by themselves: cut them
 	}
 	log.Info("stopped")
 	return nil
 }
 
-// revisioner is what the health check needs of the store.
-type revisioner interface {
-	// CurrentRevision fails once the store is closed or broken.
-	CurrentRevision(ctx context.Context) (int64, error)
+// firstIP is the first host address of a range: the API server's own
+// Service address.
+func firstIP(n *net.IPNet) net.IP {
+	ip := append(net.IP(nil), n.IP...)
+	ip[len(ip)-1]++
+	return ip
 }
 
-func routes(st revisioner) http.Handler {
-	r := chi.NewRouter()
-	r.Get("/healthz", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if _, err := st.CurrentRevision(req.Context()); err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, "[-]store failed: %v\nhealthz check failed\n", err)
-			return
+// hostAddresses are the machine's global unicast addresses, for the serving
+// certificate.
+func hostAddresses() []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+			out = append(out, n.IP)
 		}
-		fmt.Fprint(w, "ok")
-	})
-	return r
+	}
+	return out
 }

@@ -1,0 +1,99 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// statusField returns the object's Status field, if it has one.
+func statusField(obj runtime.Object) (reflect.Value, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	f := v.Elem().FieldByName("Status")
+	return f, f.IsValid() && f.CanSet()
+}
+
+// resetStatusOnCreate drops the status a client sent with a new object, as
+// upstream's strategies do: status belongs to controllers and kubelets. A
+// few kinds start in a known phase; nodes register with their status.
+func resetStatusOnCreate(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return
+	case *corev1.Pod:
+		o.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		return
+	case *corev1.PersistentVolumeClaim:
+		o.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
+		return
+	case *corev1.PersistentVolume:
+		o.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending}
+		return
+	}
+	if f, ok := statusField(obj); ok {
+		f.Set(reflect.Zero(f.Type()))
+	}
+}
+
+// copyStatus sets dst's status to src's.
+func copyStatus(dst, src runtime.Object) {
+	d, ok1 := statusField(dst)
+	s, ok2 := statusField(src)
+	if ok1 && ok2 && d.Type() == s.Type() {
+		d.Set(s)
+	}
+}
+
+// specEqual reports whether two objects agree on everything but metadata
+// and status: what metadata.generation counts.
+func specEqual(a, b runtime.Object) bool {
+	return bytes.Equal(withoutMetaStatus(a), withoutMetaStatus(b))
+}
+
+func withoutMetaStatus(obj runtime.Object) []byte {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	delete(m, "metadata")
+	delete(m, "status")
+	out, _ := json.Marshal(m) // map keys marshal sorted: a stable encoding
+	return out
+}
+
+// podQOS is a pod's quality-of-service class as upstream computes it:
+// Guaranteed when every container limits cpu and memory with requests equal
+// to limits, BestEffort when nothing is requested or limited, else Burstable.
+func podQOS(pod *corev1.Pod) corev1.PodQOSClass {
+	containers := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	anything, guaranteed := false, true
+	for _, c := range containers {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[name]
+			lim, hasLim := c.Resources.Limits[name]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				anything = true
+			}
+			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !anything:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}

@@ -1,0 +1,317 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"skiff/server/storage"
+)
+
+// serveSubresource dispatches /status, /scale, /binding, /eviction and
+// /finalize, which discovery lists per resource.
+func (s *Server) serveSubresource(q *request) {
+	var served *subresource
+	for _, sub := range subresources(q.res) {
+		if sub.name == q.info.Subresource {
+			sub := sub
+			served = &sub
+		}
+	}
+	if served == nil || !contains(served.verbs, q.info.Verb) {
+		writeError(q.w, q.r, apierrors.NewNotFound(schema.GroupResource{Group: q.res.Group, Resource: q.res.Name + "/" + q.info.Subresource}, q.info.Name))
+		return
+	}
+	switch q.info.Subresource + ":" + q.info.Verb {
+	case "status:get", "approval:get":
+		s.get(q)
+	case "status:update", "approval:update":
+		s.update(q)
+	case "status:patch", "approval:patch":
+		s.patch(q)
+	case "scale:get", "scale:update", "scale:patch":
+		s.scale(q)
+	case "binding:create":
+		s.bind(q)
+	case "eviction:create":
+		s.evict(q)
+	case "finalize:update":
+		s.finalizeNamespace(q)
+	default:
+		writeError(q.w, q.r, apierrors.NewMethodNotSupported(q.res.GVR().GroupResource(), q.info.Verb))
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// scaleOf reads the replicas and selector of a scalable object.
+func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	var spec, status int32
+	var sel string
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		spec, status, sel = deref32(o.Spec.Replicas), o.Status.Replicas, selectorString(o.Spec.Selector)
+	case *appsv1.ReplicaSet:
+		spec, status, sel = deref32(o.Spec.Replicas), o.Status.Replicas, selectorString(o.Spec.Selector)
+	case *appsv1.StatefulSet:
+		spec, status, sel = deref32(o.Spec.Replicas), o.Status.Replicas, selectorString(o.Spec.Selector)
+	case *corev1.ReplicationController:
+		spec, status, sel = deref32(o.Spec.Replicas), o.Status.Replicas, labels.SelectorFromSet(o.Spec.Selector).String()
+	default:
+		return nil, fmt.Errorf("%T has no scale subresource", obj)
+	}
+	acc, _ := meta.Accessor(obj)
+	return &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(),
+			ResourceVersion: acc.GetResourceVersion(), CreationTimestamp: acc.GetCreationTimestamp()},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
+		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: sel},
+	}, nil
+}
+
+func setReplicas(obj runtime.Object, n int32) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Replicas = &n
+	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = &n
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = &n
+	case *corev1.ReplicationController:
+		o.Spec.Replicas = &n
+	}
+}
+
+func deref32(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+func selectorString(ls *metav1.LabelSelector) string {
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return ""
+	}
+	return sel.String()
+}
+
+// scale serves the scale subresource: reads map the parent to a Scale,
+// writes (update or patch of the Scale) set the parent's spec.replicas.
+func (s *Server) scale(q *request) {
+	ctx := q.r.Context()
+	if q.info.Verb == "get" {
+		e, err := s.st.Get(ctx, q.res, q.info.Namespace, q.info.Name)
+		if err == nil {
+			var sc *autoscalingv1.Scale
+			if sc, err = scaleOf(e.Obj); err == nil {
+				writeJSON(q.w, q.r, http.StatusOK, sc)
+				return
+			}
+			err = apierrors.NewInternalError(err)
+		}
+		writeError(q.w, q.r, err)
+		return
+	}
+	body, err := s.readBody(q.w, q.r)
+	dry, derr := dryRun(q.r)
+	if err = firstErr(err, derr); err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	sub := *q
+	sub.info.Subresource = "" // the parent is written as a main-resource update
+	e, err := s.updateLoop(ctx, &sub, 0, dry, func(cur runtime.Object) (runtime.Object, error) {
+		want, err := s.newScale(q, cur, body)
+		if err != nil {
+			return nil, err
+		}
+		setReplicas(cur, want.Spec.Replicas)
+		return cur, nil
+	})
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	sc, err := scaleOf(e.Obj)
+	if err != nil {
+		writeError(q.w, q.r, apierrors.NewInternalError(err))
+		return
+	}
+	writeJSON(q.w, q.r, http.StatusOK, sc)
+}
+
+// newScale is the Scale the client wants: the body of an update, or the
+// current Scale with the patch applied.
+func (s *Server) newScale(q *request, cur runtime.Object, body []byte) (*autoscalingv1.Scale, error) {
+	sc, err := scaleOf(cur)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var want autoscalingv1.Scale
+	if q.info.Verb == "update" {
+		if err := s.decodeBody(q.w, q.r, body, &want, validationIgnore); err != nil {
+			return nil, err
+		}
+	} else {
+		var doc []byte
+		curJSON, _ := json.Marshal(sc)
+		mt, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
+		switch types.PatchType(mt) {
+		case types.JSONPatchType:
+			p, perr := jsonpatch.DecodePatch(body)
+			if perr != nil {
+				return nil, apierrors.NewBadRequest(perr.Error())
+			}
+			doc, err = p.Apply(curJSON)
+		case types.MergePatchType:
+			doc, err = jsonpatch.MergePatch(curJSON, body)
+		case types.StrategicMergePatchType:
+			doc, err = strategicpatch.StrategicMergePatch(curJSON, body, &autoscalingv1.Scale{})
+		default:
+			return nil, unsupportedMediaType(q.r.Header.Get("Content-Type"))
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch could not be applied: %v", err))
+		}
+		if err := json.Unmarshal(doc, &want); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid Scale: %v", err))
+		}
+	}
+	if want.ResourceVersion != "" && want.ResourceVersion != sc.ResourceVersion {
+		return nil, conflict(q)
+	}
+	if want.Spec.Replicas < 0 {
+		return nil, apierrors.NewBadRequest("spec.replicas must be greater than or equal to 0")
+	}
+	return &want, nil
+}
+
+// bind assigns a pod to a node (the scheduler's write), refusing a pod that
+// is already bound.
+func (s *Server) bind(q *request) {
+	body, err := s.readBody(q.w, q.r)
+	var b corev1.Binding
+	if err == nil {
+		err = s.decodeBody(q.w, q.r, body, &b, validationIgnore)
+	}
+	if err == nil && b.Target.Name == "" {
+		err = apierrors.NewBadRequest("Binding.target.name is required")
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	_, err = s.st.GuaranteedUpdate(q.r.Context(), q.res, q.info.Namespace, q.info.Name, func(cur runtime.Object) (runtime.Object, error) {
+		pod := cur.(*corev1.Pod)
+		if pod.DeletionTimestamp != nil {
+			return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
+		}
+		if pod.Spec.NodeName != "" {
+			return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+		}
+		pod.Spec.NodeName = b.Target.Name
+		setPodScheduled(pod)
+		return pod, nil
+	})
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	writeJSON(q.w, q.r, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+func setPodScheduled(pod *corev1.Pod) {
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}
+	for i, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			pod.Status.Conditions[i] = cond
+			return
+		}
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, cond)
+}
+
+// evict deletes a pod through the eviction subresource.
+// TODO(disruption budgets): PodDisruptionBudgets are not consulted yet.
+func (s *Server) evict(q *request) {
+	body, err := s.readBody(q.w, q.r)
+	var ev policyv1.Eviction
+	if err == nil && len(body) > 0 {
+		err = s.decodeBody(q.w, q.r, body, &ev, validationIgnore)
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	opts := metav1.DeleteOptions{}
+	if ev.DeleteOptions != nil {
+		opts = *ev.DeleteOptions
+	}
+	if _, _, err := s.deleteObject(q.r.Context(), q, q.info.Namespace, q.info.Name, opts); err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	writeJSON(q.w, q.r, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+// finalizeNamespace replaces a namespace's spec.finalizers; a terminating
+// namespace with none left (and no metadata finalizers) is deleted.
+func (s *Server) finalizeNamespace(q *request) {
+	ctx := q.r.Context()
+	body, err := s.readBody(q.w, q.r)
+	var want corev1.Namespace
+	if err == nil {
+		err = s.decodeBody(q.w, q.r, body, &want, validationIgnore)
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	e, err := s.st.GuaranteedUpdate(ctx, q.res, "", q.info.Name, func(cur runtime.Object) (runtime.Object, error) {
+		ns := cur.(*corev1.Namespace)
+		ns.Spec.Finalizers = want.Spec.Finalizers
+		return ns, nil
+	})
+	if err == nil {
+		e, err = s.deleteIfFinalized(ctx, q, e)
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	writeObject(q.w, q.r, http.StatusOK, e.Obj, e.Raw)
+}
+
+func (s *Server) deleteIfFinalized(ctx context.Context, q *request, e *storage.Entry) (*storage.Entry, error) {
+	ns := e.Obj.(*corev1.Namespace)
+	if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) > 0 || len(ns.Finalizers) > 0 {
+		return e, nil
+	}
+	return s.st.Delete(ctx, q.res, "", ns.Name, e.Rev)
+}

@@ -1,0 +1,222 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"skiff/server/auth"
+	"skiff/server/registry"
+	"skiff/server/storage"
+)
+
+// Operation is what a write does, for admission.
+type Operation string
+
+const (
+	OpCreate Operation = "CREATE"
+	OpUpdate Operation = "UPDATE"
+	OpDelete Operation = "DELETE"
+)
+
+// Admitter is one admission plugin: it may change the object (mutating) or
+// refuse it with an API error.
+type Admitter interface {
+	// Admit sees the object after defaulting and before validation; old is
+	// nil on create. subresource is "" for the main resource.
+	Admit(ctx context.Context, a AdmissionAttributes) error
+}
+
+// Releaser is implemented by admission plugins that reserve something for
+// an object (Service IPs and node ports): what obj holds and keep does not
+// is given back when a write does not happen or an object goes.
+type Releaser interface {
+	// Release frees what obj holds that keep (nil: nothing) does not.
+	Release(ctx context.Context, res *registry.Resource, obj, keep runtime.Object)
+}
+
+// AdmissionAttributes describe one write to admission plugins.
+type AdmissionAttributes struct {
+	Op          Operation
+	Resource    *registry.Resource
+	Subresource string
+	Object      runtime.Object
+	Old         runtime.Object
+	User        *auth.User
+	DryRun      bool
+}
+
+func dryRun(r *http.Request) (bool, error) {
+	for _, v := range r.URL.Query()["dryRun"] {
+		if v != "All" {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("unsupported dryRun value %q: only All is supported", v))
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *Server) create(q *request) {
+	ctx := q.r.Context()
+	body, err := s.readBody(q.w, q.r)
+	fv, ferr := parseFieldValidation(q.r)
+	dry, derr := dryRun(q.r)
+	var obj runtime.Object
+	if err == nil && ferr == nil && derr == nil {
+		obj, err = s.decodeObject(q.w, q.r, q.res, body, fv)
+	}
+	if err = firstErr(err, ferr, derr); err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	e, err := s.createObject(ctx, q, obj, dry)
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	writeObject(q.w, q.r, http.StatusCreated, e.Obj, e.Raw)
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// createObject runs the create pipeline: scope, name, namespace lifecycle,
+// defaults, admission, validation, then the store (unless dry-run).
+func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Object, dry bool) (*storage.Entry, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := s.setScope(q, acc); err != nil {
+		return nil, err
+	}
+	if acc.GetName() == "" && acc.GetGenerateName() != "" {
+		acc.SetName(acc.GetGenerateName() + rand.String(5))
+	}
+	if acc.GetName() == "" {
+		return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if err := s.checkNamespace(ctx, q.res, acc.GetNamespace()); err != nil {
+		return nil, err
+	}
+	prepareForCreate(q.res, obj, acc)
+	if err := s.admit(ctx, q, OpCreate, obj, nil, dry); err != nil {
+		s.release(ctx, q, obj, nil)
+		return nil, err
+	}
+	if q.res.Validate != nil {
+		if errs := q.res.Validate(obj); len(errs) > 0 {
+			s.release(ctx, q, obj, nil)
+			return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), acc.GetName(), errs)
+		}
+	}
+	if dry {
+		s.release(ctx, q, obj, nil)
+		return entryOf(obj)
+	}
+	e, err := s.st.Create(ctx, q.res, obj)
+	if err != nil {
+		s.release(ctx, q, obj, nil)
+	}
+	return e, err
+}
+
+// release tells every Releaser that obj's reservations beyond keep's are
+// no longer needed.
+func (s *Server) release(ctx context.Context, q *request, obj, keep runtime.Object) {
+	for _, p := range s.cfg.Admission {
+		if r, ok := p.(Releaser); ok && obj != nil {
+			r.Release(context.WithoutCancel(ctx), q.res, obj, keep)
+		}
+	}
+}
+
+// setScope makes the object's namespace agree with the URL's.
+func (s *Server) setScope(q *request, acc metav1.Object) error {
+	if !q.res.Namespaced {
+		acc.SetNamespace("")
+		return nil
+	}
+	switch ns := acc.GetNamespace(); {
+	case ns == "":
+		acc.SetNamespace(q.info.Namespace)
+	case ns != q.info.Namespace:
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+// checkNamespace refuses new content in a namespace that does not exist or
+// is being deleted (upstream's NamespaceLifecycle admission).
+func (s *Server) checkNamespace(ctx context.Context, res *registry.Resource, namespace string) error {
+	if !res.Namespaced {
+		return nil
+	}
+	nsRes, ok := s.reg.Lookup("", "v1", "namespaces")
+	if !ok {
+		return nil
+	}
+	e, err := s.st.Get(ctx, nsRes, "", namespace)
+	if err != nil {
+		return err
+	}
+	if acc, _ := meta.Accessor(e.Obj); acc != nil && acc.GetDeletionTimestamp() != nil {
+		return apierrors.NewForbidden(res.GVR().GroupResource(), "",
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	}
+	return nil
+}
+
+// prepareForCreate sets what the server owns on a new object.
+func prepareForCreate(res *registry.Resource, obj runtime.Object, acc metav1.Object) {
+	acc.SetUID(uuid.NewUUID())
+	acc.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
+	acc.SetResourceVersion("")
+	acc.SetDeletionTimestamp(nil)
+	acc.SetDeletionGracePeriodSeconds(nil)
+	acc.SetSelfLink("")
+	acc.SetGeneration(0)
+	if res.Generation {
+		acc.SetGeneration(1)
+	}
+	if res.Status {
+		resetStatusOnCreate(obj)
+	}
+	if res.Default != nil {
+		res.Default(obj)
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.Status.QOSClass = podQOS(pod)
+	}
+}
+
+func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool) error {
+	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry}
+	for _, p := range s.cfg.Admission {
+		if err := p.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryOf encodes an object that was not stored (dry-run).
+func entryOf(obj runtime.Object) (*storage.Entry, error) {
+	return &storage.Entry{Obj: obj}, nil
+}

@@ -1,0 +1,87 @@
+// Package serviceaccount keeps every namespace supplied with what pods
+// expect to find there: the "default" ServiceAccount, and the
+// kube-root-ca.crt ConfigMap holding the cluster CA (upstream's service
+// account and root-CA-publisher controllers).
+package serviceaccount
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// RootCAConfigMap is the ConfigMap every namespace gets with the cluster CA.
+const RootCAConfigMap = "kube-root-ca.crt"
+
+// Config wires the controller.
+type Config struct {
+	Client kubernetes.Interface
+	// CACert is the PEM of the cluster CA, published as ca.crt.
+	CACert []byte
+	Logger *slog.Logger
+}
+
+// Run reconciles namespaces until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	factory := informers.NewSharedInformerFactory(cfg.Client, 10*time.Minute)
+	nsInf := factory.Core().V1().Namespaces().Informer()
+	saInf := factory.Core().V1().ServiceAccounts().Informer()
+	cmInf := factory.Core().V1().ConfigMaps().Informer()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer q.ShutDown()
+	enqueueNS := func(obj any) {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			q.Add(ns.Name)
+		}
+	}
+	enqueueOwner := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			q.Add(m.GetNamespace())
+		}
+	}
+	if _, err := nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueueNS, UpdateFunc: func(_, n any) { enqueueNS(n) }}); err != nil {
+		return err
+	}
+	for _, inf := range []cache.SharedIndexInformer{saInf, cmInf} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: enqueueOwner, UpdateFunc: func(_, n any) { enqueueOwner(n) }}); err != nil {
+			return err
+		}
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nsInf.HasSynced, saInf.HasSynced, cmInf.HasSynced) {
+		return ctx.Err()
+	}
+	r := &reconciler{cfg: cfg, ns: factory.Core().V1().Namespaces().Lister(), sa: factory.Core().V1().ServiceAccounts().Lister(), cm: factory.Core().V1().ConfigMaps().Lister()}
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	for {
+		name, quit := q.Get()
+		if quit {
+			return nil
+		}
+		if err := r.sync(ctx, name); err != nil {
+			log.Warn("service account sync", "namespace", name, "err", err)
+			q.AddRateLimited(name)
+		} else {
+			q.Forget(name)
+		}
+		q.Done(name)
+	}
+}

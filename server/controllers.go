@@ -1,0 +1,31 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/client-go/kubernetes"
+
+	"skiff/server/apiserver"
+	"skiff/server/auth"
+	"skiff/server/certs"
+	"skiff/server/controller/serviceaccount"
+)
+
+// startControllers runs the control loops as goroutines. They reach the API
+// server in-process as system:kube-controller-manager, so RBAC and
+// admission apply to them as to any client.
+func startControllers(ctx context.Context, api *apiserver.Server, bundle *certs.Bundle, log *slog.Logger) {
+	user := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
+	client, err := kubernetes.NewForConfig(inProcessConfig(api.Transport(user)))
+	if err != nil {
+		log.Error("controllers not started", "err", err)
+		return
+	}
+	go func() {
+		err := serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: bundle.CACertPEM(), Logger: log.With("controller", "serviceaccount")})
+		if err != nil && ctx.Err() == nil {
+			log.Error("service account controller stopped", "err", err)
+		}
+	}()
+}

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+
+	"skiff/server/registry"
+	"skiff/server/storage"
+)
+
+// objectLookups answers the authorizer's and the token validator's
+// questions from the watch cache, so checking a request costs no store read.
+type objectLookups struct {
+	st  *storage.Storage
+	reg *registry.Registry
+}
+
+func (l *objectLookups) resource(group, name string) *registry.Resource {
+	for _, res := range l.reg.All() {
+		if res.Group == group && res.Name == name {
+			return res
+		}
+	}
+	return nil
+}
+
+func list[T any](l *objectLookups, group, name, namespace string) ([]*T, error) {
+	res := l.resource(group, name)
+	if res == nil {
+		return nil, nil
+	}
+	entries, _, err := l.st.Cache().List(res, storage.Predicate{Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*T, 0, len(entries))
+	for _, e := range entries {
+		if t, ok := any(e.Obj).(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func get[T any](l *objectLookups, group, name, namespace, objName string) *T {
+	res := l.resource(group, name)
+	if res == nil {
+		return nil
+	}
+	if e := l.st.Cache().Get(res, namespace, objName); e != nil {
+		t, _ := any(e.Obj).(*T)
+		return t
+	}
+	return nil
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// ListClusterRoleBindings implements rbac.Lister.
+func (l *objectLookups) ListClusterRoleBindings(ctx context.Context) ([]*rbacv1.ClusterRoleBinding, error) {
+	return list[rbacv1.ClusterRoleBinding](l, rbacGroup, "clusterrolebindings", "")
+}
+
+// ListRoleBindings implements rbac.Lister.
+func (l *objectLookups) ListRoleBindings(ctx context.Context, namespace string) ([]*rbacv1.RoleBinding, error) {
+	return list[rbacv1.RoleBinding](l, rbacGroup, "rolebindings", namespace)
+}
+
+// GetClusterRole implements rbac.Lister.
+func (l *objectLookups) GetClusterRole(ctx context.Context, name string) (*rbacv1.ClusterRole, error) {
+	return get[rbacv1.ClusterRole](l, rbacGroup, "clusterroles", "", name), nil
+}
+
+// GetRole implements rbac.Lister.
+func (l *objectLookups) GetRole(ctx context.Context, namespace, name string) (*rbacv1.Role, error) {
+	return get[rbacv1.Role](l, rbacGroup, "roles", namespace, name), nil
+}
+
+// ServiceAccountUID implements serviceaccount.Lookup.
+func (l *objectLookups) ServiceAccountUID(ctx context.Context, namespace, name string) (string, bool, error) {
+	if sa := get[corev1.ServiceAccount](l, "", "serviceaccounts", namespace, name); sa != nil {
+		return string(sa.UID), true, nil
+	}
+	return "", false, nil
+}
+
+// PodUID implements serviceaccount.Lookup.
+func (l *objectLookups) PodUID(ctx context.Context, namespace, name string) (string, bool, error) {
+	if pod := get[corev1.Pod](l, "", "pods", namespace, name); pod != nil {
+		return string(pod.UID), true, nil
+	}
+	return "", false, nil
+}
+
+// ServiceAccount implements admission.ObjectGetter.
+func (l *objectLookups) ServiceAccount(ctx context.Context, namespace, name string) *corev1.ServiceAccount {
+	return get[corev1.ServiceAccount](l, "", "serviceaccounts", namespace, name)
+}
+
+// PriorityClass implements admission.ObjectGetter.
+func (l *objectLookups) PriorityClass(ctx context.Context, name string) *schedulingv1.PriorityClass {
+	return get[schedulingv1.PriorityClass](l, "scheduling.k8s.io", "priorityclasses", "", name)
+}
+
+// DefaultPriorityClass implements admission.ObjectGetter.
+func (l *objectLookups) DefaultPriorityClass(ctx context.Context) *schedulingv1.PriorityClass {
+	pcs, _ := list[schedulingv1.PriorityClass](l, "scheduling.k8s.io", "priorityclasses", "")
+	for _, pc := range pcs {
+		if pc.GlobalDefault {
+			return pc
+		}
+	}
+	return nil
+}
+
+// Services implements admission.ServiceLister.
+func (l *objectLookups) Services(ctx context.Context) ([]*corev1.Service, error) {
+	return list[corev1.Service](l, "", "services", "")
+}

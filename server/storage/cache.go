@@ -1,0 +1,308 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"skiff/server/registry"
+	"skiff/store"
+)
+
+// defaultHistory is how many past events each resource keeps for watches
+// that resume from a resourceVersion; older ones get 410 Gone and relist.
+const defaultHistory = 4096
+
+// waitLimit bounds how long a read waits for the cache to reach a revision
+// before answering "too large resource version", as kube-apiserver does.
+const waitLimit = 3 * time.Second
+
+// bookmarkInterval is how often watchers that asked for bookmarks get one.
+const bookmarkInterval = 10 * time.Second
+
+// Event is one watch event for one resource.
+type Event struct {
+	Type  watch.EventType
+	Entry *Entry
+	// Prev is the object before the change (nil for ADDED), so that watchers
+	// with selectors can see objects move in and out of their selection.
+	Prev *Entry
+	// InitialEventsEnd marks the bookmark that ends a watch-list's initial
+	// events (annotation k8s.io/initial-events-end).
+	InitialEventsEnd bool
+}
+
+// Cache holds every object of every served resource in memory, fed by one
+// store watch on /registry/, so lists and watches do not touch the store.
+// One watch for all resources also gives the cache the store's revision
+// itself: every write is seen, so "the cache is at revision R" means all of
+// the cluster up to R.
+type Cache struct {
+	st  store.Store
+	reg *registry.Registry
+	log *slog.Logger
+
+	history int // events kept per resource
+
+	mu      sync.RWMutex
+	rev     int64
+	advance chan struct{} // closed and replaced whenever rev moves
+	res     map[string]*resCache
+	ready   bool
+}
+
+type resCache struct {
+	res      *registry.Resource
+	objs     map[string]*Entry
+	history  []Event
+	startRev int64 // history holds every event in (startRev, cache rev]
+	watchers map[*Watcher]struct{}
+}
+
+func newCache(st store.Store, reg *registry.Registry) *Cache {
+	return &Cache{st: st, reg: reg, log: slog.Default(), history: defaultHistory, advance: make(chan struct{}), res: map[string]*resCache{}}
+}
+
+// SetHistory sets how many past events each resource keeps.
+func (c *Cache) SetHistory(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > 0 {
+		c.history = n
+	}
+}
+
+// Run keeps the cache in step with the store until ctx ends, relisting after
+// any break in the store watch.
+func (c *Cache) Run(ctx context.Context, log *slog.Logger) {
+	if log != nil {
+		c.log = log
+	}
+	go c.runBookmarks(ctx, bookmarkInterval)
+	for ctx.Err() == nil {
+		err := c.syncOnce(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		c.log.Warn("watch cache restarting", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rc := range c.res {
+		rc.closeWatchers()
+	}
+}
+
+// syncOnce lists everything, then follows the store watch until it breaks.
+func (c *Cache) syncOnce(ctx context.Context) error {
+	list, err := c.st.List(ctx, store.ListOptions{Prefix: "/registry/"})
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	fresh := map[string]*resCache{}
+	for _, res := range c.reg.All() {
+		fresh[res.KeyPrefix()] = &resCache{res: res, objs: map[string]*Entry{}, startRev: list.Revision, watchers: map[*Watcher]struct{}{}}
+	}
+	for _, kv := range list.Items {
+		rc := fresh[keyPrefix(kv.Key)]
+		if rc == nil {
+			continue
+		}
+		e, err := Decode(rc.res, kv)
+		if err != nil {
+			c.log.Error("skipping undecodable object", "key", kv.Key, "err", err)
+			continue
+		}
+		rc.objs[kv.Key] = e
+	}
+	w, err := c.st.Watch(ctx, "/registry/", list.Revision)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.Stop()
+	c.mu.Lock()
+	for _, rc := range c.res {
+		rc.closeWatchers() // they resume from their resourceVersion against the new state
+	}
+	c.res, c.ready = fresh, true
+	c.setRev(list.Revision)
+	c.mu.Unlock()
+
+	for ev := range w.Events() {
+		c.apply(ev)
+	}
+	return fmt.Errorf("store watch ended: %w", w.Err())
+}
+
+// keyPrefix is "/registry/<group>/<resource>/" of a key.
+func keyPrefix(key string) string {
+	rest, ok := strings.CutPrefix(key, "/registry/")
+	if !ok {
+		return ""
+	}
+	g, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	r, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	return "/registry/" + g + "/" + r + "/"
+}
+
+// setRev records progress and wakes readers waiting for it. Needs c.mu.
+func (c *Cache) setRev(rev int64) {
+	c.rev = rev
+	close(c.advance)
+	c.advance = make(chan struct{})
+}
+
+func (c *Cache) apply(ev store.Event) {
+	c.mu.RLock()
+	rc := c.res[keyPrefix(ev.KV.Key)]
+	c.mu.RUnlock()
+	// history is read under the write lock below
+	var cur *Entry
+	if rc != nil { // decode outside the lock: it is the expensive part
+		kv := ev.KV
+		if ev.Type == store.Deleted && ev.Prev != nil {
+			kv = *ev.Prev
+			kv.ModRevision = ev.Revision() // a deleted object is reported at the delete
+		}
+		var err error
+		if cur, err = Decode(rc.res, kv); err != nil {
+			c.log.Error("skipping undecodable event", "key", ev.KV.Key, "err", err)
+			rc = nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rc != nil && c.res[rc.res.KeyPrefix()] == rc {
+		rc.apply(ev.Type, ev.KV.Key, cur, c.history)
+	}
+	c.setRev(ev.Revision())
+}
+
+func (rc *resCache) apply(t store.EventType, key string, cur *Entry, historySize int) {
+	prev := rc.objs[key]
+	e := Event{Entry: cur, Prev: prev}
+	switch {
+	case t == store.Deleted:
+		e.Type = watch.Deleted
+		delete(rc.objs, key)
+	case prev == nil:
+		e.Type = watch.Added
+		rc.objs[key] = cur
+	default:
+		e.Type = watch.Modified
+		rc.objs[key] = cur
+	}
+	rc.history = append(rc.history, e)
+	if len(rc.history) >= 2*historySize {
+		drop := len(rc.history) - historySize
+		rc.startRev = rc.history[drop-1].Entry.Rev
+		rc.history = append(rc.history[:0:0], rc.history[drop:]...)
+	}
+	for w := range rc.watchers {
+		w.offer(rc.res, e)
+	}
+}
+
+func (rc *resCache) closeWatchers() {
+	for w := range rc.watchers {
+		w.close()
+	}
+	rc.watchers = map[*Watcher]struct{}{}
+}
+
+// Revision is the revision the cache has caught up to.
+func (c *Cache) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// WaitFor waits until the cache has every write up to rev.
+func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		c.mu.RLock()
+		ok, advance := c.ready && c.rev >= rev, c.advance
+		c.mu.RUnlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-advance:
+		case <-ctx.Done():
+			return apierrors.NewTimeoutError("request canceled while waiting for the watch cache", 1)
+		case <-deadline.C:
+			return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rev, c.Revision()), 1)
+		}
+	}
+}
+
+// WaitCurrent waits until the cache has every write the store has made so
+// far: a consistent read from memory.
+func (c *Cache) WaitCurrent(ctx context.Context) error {
+	rev, err := c.st.CurrentRevision(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return c.WaitFor(ctx, rev)
+}
+
+// List returns the entries of res selected by p, sorted by key, and the
+// revision they are current at.
+func (c *Cache) List(res *registry.Resource, p Predicate) ([]*Entry, int64, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	rc := c.res[res.KeyPrefix()]
+	if rc == nil {
+		return nil, 0, apierrors.NewServiceUnavailable(fmt.Sprintf("%s are not cached yet", res.Name))
+	}
+	return rc.list(p), c.rev, nil
+}
+
+// list returns the selected entries in key order; needs the cache lock.
+func (rc *resCache) list(p Predicate) []*Entry {
+	res := rc.res
+	prefix := res.ListPrefix(p.Namespace)
+	keys := make([]string, 0, len(rc.objs))
+	for k := range rc.objs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]*Entry, 0, len(keys))
+	for _, k := range keys {
+		if e := rc.objs[k]; p.Matches(res, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Get returns one cached entry (nil if absent).
+func (c *Cache) Get(res *registry.Resource, namespace, name string) *Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if rc := c.res[res.KeyPrefix()]; rc != nil {
+		return rc.objs[res.Key(namespace, name)]
+	}
+	return nil
+}

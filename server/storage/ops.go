@@ -1,0 +1,111 @@
+package storage
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"skiff/server/registry"
+	"skiff/store"
+)
+
+// Get reads one object from the store (a consistent read).
+func (s *Storage) Get(ctx context.Context, res *registry.Resource, namespace, name string) (*Entry, error) {
+	kv, err := s.st.Get(ctx, res.Key(namespace, name))
+	if err != nil {
+		return nil, APIError(err, res, name)
+	}
+	e, err := Decode(res, kv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return e, nil
+}
+
+// Create stores a new object and returns it as stored.
+func (s *Storage) Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (*Entry, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if acc.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	val, err := encode(res, obj)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := s.st.Create(ctx, res.Key(acc.GetNamespace(), acc.GetName()), val)
+	if err != nil {
+		return nil, APIError(err, res, acc.GetName())
+	}
+	return decodeOrInternal(res, kv)
+}
+
+// Update replaces an object if its stored revision is expectedRev (0: any).
+func (s *Storage) Update(ctx context.Context, res *registry.Resource, obj runtime.Object, expectedRev int64) (*Entry, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	val, err := encode(res, obj)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := s.st.Update(ctx, res.Key(acc.GetNamespace(), acc.GetName()), val, expectedRev)
+	if err != nil {
+		return nil, APIError(err, res, acc.GetName())
+	}
+	return decodeOrInternal(res, kv)
+}
+
+// Delete removes an object if its stored revision is expectedRev (0: any)
+// and returns the object as it was.
+func (s *Storage) Delete(ctx context.Context, res *registry.Resource, namespace, name string, expectedRev int64) (*Entry, error) {
+	prev, rev, err := s.st.Delete(ctx, res.Key(namespace, name), expectedRev)
+	if err != nil {
+		return nil, APIError(err, res, name)
+	}
+	prev.ModRevision = rev // the deleted object is reported at the delete's revision
+	return decodeOrInternal(res, prev)
+}
+
+// UpdateFunc computes the new object from the current one (a private copy
+// the function may change). Returning nil, nil means "no change".
+type UpdateFunc func(current runtime.Object) (runtime.Object, error)
+
+// GuaranteedUpdate reads the object, applies fn and writes the result with
+// compare-and-swap, retrying on conflict: the read-modify-write every patch
+// and status update needs.
+func (s *Storage) GuaranteedUpdate(ctx context.Context, res *registry.Resource, namespace, name string, fn UpdateFunc) (*Entry, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.Get(ctx, res, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		next, err := fn(cur.Obj.DeepCopyObject())
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return cur, nil
+		}
+		e, err := s.Update(ctx, res, next, cur.Rev)
+		if err == nil || !apierrors.IsConflict(err) || attempt >= 16 {
+			return e, err
+		}
+		if ctx.Err() != nil {
+			return nil, APIError(ctx.Err(), res, name)
+		}
+	}
+}
+
+func decodeOrInternal(res *registry.Resource, kv store.KeyValue) (*Entry, error) {
+	e, err := Decode(res, kv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return e, nil
+}
