@@ -30,7 +30,9 @@ func (testAdmin) Authenticate(r *http.Request) (*auth.User, error) {
 
 type allowAll struct{}
 
-func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) { return true, "", nil }
+func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
+	return true, "", nil
+}
 
 // harness is an API server over a real SQLite store, on a local HTTP port.
 type harness struct {
