@@ -83,6 +83,7 @@ func newServerCommand() *cobra.Command {
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	f.StringVar(&cfg.KubeconfigPath, "write-kubeconfig", "/etc/skiff/skiff.yaml", "where to write the admin kubeconfig")
 	f.StringVar(&mode, "write-kubeconfig-mode", "0600", "file mode of the admin kubeconfig")
+	f.DurationVar(&cfg.MinTokenExpiration, "service-account-min-token-expiration", 10*time.Minute, "shortest service-account token lifetime a TokenRequest may ask for")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 5*time.Minute, "how often to compact store history; each compaction keeps one interval (0 disables)")
 	return withConfig(cmd)
 }

@@ -9,6 +9,7 @@ import (
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/certs"
+	"skiff/server/controller/clusterroleaggregation"
 	"skiff/server/controller/serviceaccount"
 )
 
@@ -22,6 +23,12 @@ func startControllers(ctx context.Context, api *apiserver.Server, bundle *certs.
 		log.Error("controllers not started", "err", err)
 		return
 	}
+	go func() {
+		err := clusterroleaggregation.Run(ctx, clusterroleaggregation.Config{Client: client, Logger: log.With("controller", "clusterrole-aggregation")})
+		if err != nil && ctx.Err() == nil {
+			log.Error("cluster role aggregation controller stopped", "err", err)
+		}
+	}()
 	go func() {
 		err := serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: bundle.CACertPEM(), Logger: log.With("controller", "serviceaccount")})
 		if err != nil && ctx.Err() == nil {

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 
+	"skiff/server/apiserver"
+	"skiff/server/auth/serviceaccount"
 	"skiff/server/registry"
 	"skiff/server/storage"
 )
@@ -119,4 +122,15 @@ func (l *objectLookups) DefaultPriorityClass(ctx context.Context) *schedulingv1.
 // Services implements admission.ServiceLister.
 func (l *objectLookups) Services(ctx context.Context) ([]*corev1.Service, error) {
 	return list[corev1.Service](l, "", "services", "")
+}
+
+// tokenIssuer adapts the service-account token issuer to the API server.
+type tokenIssuer struct{ i *serviceaccount.Issuer }
+
+// IssueToken implements apiserver.TokenIssuer.
+func (t tokenIssuer) IssueToken(r apiserver.TokenRequest) (string, time.Time, error) {
+	return t.i.Issue(serviceaccount.Request{
+		Namespace: r.Namespace, ServiceAccount: r.ServiceAccount, ServiceAccountUID: r.ServiceAccountUID,
+		Audiences: r.Audiences, Expiration: r.Expiration, PodName: r.PodName, PodUID: r.PodUID,
+	})
 }

@@ -13,31 +13,34 @@ import (
 	"skiff/server/registry"
 )
 
-// lazyOpenAPI builds the OpenAPI documents in the background, so that they
-// do not delay start-up (they take a few hundred milliseconds), and serves
-// them once built.
+// lazyOpenAPI builds the OpenAPI documents when they are first asked for:
+// they take a few hundred milliseconds and about 25 MB, which a server that
+// only runs workloads never needs to spend.
 type lazyOpenAPI struct {
-	once  sync.Once
-	ready chan struct{}
-	h     http.Handler
-	err   error
+	once    sync.Once
+	ready   chan struct{}
+	reg     *registry.Registry
+	version string
+	h       http.Handler
+	err     error
 }
 
 func newLazyOpenAPI(reg *registry.Registry, version string) *lazyOpenAPI {
-	l := &lazyOpenAPI{ready: make(chan struct{})}
-	go func() {
-		defer close(l.ready)
-		docs, err := openapi.Build(openAPIResources(reg), "Kubernetes", version)
-		if err != nil {
-			l.err = err
-			return
-		}
-		l.h = docs.Handler()
-	}()
-	return l
+	return &lazyOpenAPI{ready: make(chan struct{}), reg: reg, version: version}
+}
+
+func (l *lazyOpenAPI) build() {
+	defer close(l.ready)
+	docs, err := openapi.Build(openAPIResources(l.reg), "Kubernetes", l.version)
+	if err != nil {
+		l.err = err
+		return
+	}
+	l.h = docs.Handler()
 }
 
 func (l *lazyOpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.once.Do(func() { go l.build() })
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	select {

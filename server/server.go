@@ -11,12 +11,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/version"
 
 	"skiff/server/admission"
@@ -51,6 +55,9 @@ type Config struct {
 	// KubeconfigPath and KubeconfigMode say where the admin kubeconfig goes.
 	KubeconfigPath string
 	KubeconfigMode os.FileMode
+	// MinTokenExpiration is the shortest service-account token lifetime a
+	// TokenRequest may ask for (default 10 minutes, as upstream).
+	MinTokenExpiration time.Duration
 	// Version is what /version reports.
 	Version version.Info
 	// Logger receives the server's logs.
@@ -97,7 +104,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	objects := storage.New(st, reg)
+	metricsReg := prometheus.NewRegistry()
+	metricsReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	objects := storage.New(newTimedStore(st, metricsReg), reg)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cacheDone := make(chan struct{})
@@ -113,17 +122,29 @@ func Run(ctx context.Context, cfg Config) error {
 	authz := rbac.New(lookups)
 	allocator := &admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
 	api, err := apiserver.New(apiserver.Config{
-		Registry:      reg,
-		Storage:       objects,
-		Authenticator: apiserver.RequestAuthenticator{Tokens: []apiserver.TokenValidator{serviceaccount.NewValidator(saKey.Public(), "", nil, lookups)}},
-		Authorizer:    authz,
-		Rules:         authz,
-		Extra:         map[string]http.Handler{"/openapi/*": newLazyOpenAPI(reg, cfg.Version.GitVersion)},
+		Registry:           reg,
+		Storage:            objects,
+		Authenticator:      apiserver.RequestAuthenticator{Tokens: []apiserver.TokenValidator{serviceaccount.NewValidator(saKey.Public(), "", nil, lookups)}},
+		Authorizer:         authz,
+		Rules:              authz,
+		Tokens:             tokenIssuer{serviceaccount.NewIssuer(saKey, "")},
+		MinTokenExpiration: cfg.MinTokenExpiration,
+		Metrics:            apiserver.NewMetrics(metricsReg),
+		Extra: map[string]http.Handler{
+			"/openapi/*": newLazyOpenAPI(reg, cfg.Version.GitVersion),
+			"/metrics":   promhttp.HandlerFor(metricsReg, promhttp.HandlerOpts{}),
+			// Profiling, as kube-apiserver serves it (--profiling defaults to
+			// on there); RBAC limits it like any non-resource path.
+			"/debug/pprof/*":       http.HandlerFunc(pprof.Index),
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		},
 		Admission: []apiserver.Admitter{
 			admission.ServiceAccount{Get: lookups},
 			admission.Priority{Get: lookups},
 			admission.DefaultTolerations{Seconds: 300},
 			allocator,
+			admission.RBACEscalation{Authorizer: authz},
 		},
 		Version: cfg.Version,
 		Logger:  log.With("component", "apiserver"),

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"skiff/server/apiserver"
@@ -194,4 +196,11 @@ func tolerates(pod *corev1.Pod, key string) bool {
 		}
 	}
 	return false
+}
+
+func nameOf(obj runtime.Object) string {
+	if acc, err := meta.Accessor(obj); err == nil {
+		return acc.GetName()
+	}
+	return ""
 }

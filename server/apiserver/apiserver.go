@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,14 @@ type Config struct {
 	Logger        *slog.Logger
 	// MaxBodyBytes caps request bodies (default 3 MiB, as upstream).
 	MaxBodyBytes int64
+	// Metrics, if set, records request counts and latencies.
+	Metrics *Metrics
+	// Tokens issues service-account tokens for serviceaccounts/token
+	// (optional: without it the subresource is not served).
+	Tokens TokenIssuer
+	// MinTokenExpiration is the shortest token lifetime a TokenRequest may
+	// ask for (upstream: 10 minutes; tests lower it).
+	MinTokenExpiration time.Duration
 	// Rules lists a user's rules for SelfSubjectRulesReview (optional).
 	Rules RulesResolver
 	// Admission plugins, run in order on every write after defaulting.
@@ -66,17 +75,21 @@ type Check struct {
 
 // Server is the API server's HTTP handler.
 type Server struct {
-	cfg   Config
-	proto runtime.Decoder
-	reg   *registry.Registry
-	st    *storage.Storage
-	log   *slog.Logger
+	cfg    Config
+	proto  runtime.Decoder
+	fields *fieldManagers
+	reg    *registry.Registry
+	st     *storage.Storage
+	log    *slog.Logger
 }
 
 // New builds the API server.
 func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil || cfg.Storage == nil || cfg.Authenticator == nil || cfg.Authorizer == nil {
 		return nil, fmt.Errorf("apiserver: Registry, Storage, Authenticator and Authorizer are required")
+	}
+	if cfg.MinTokenExpiration == 0 {
+		cfg.MinTokenExpiration = 10 * time.Minute
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 3 << 20
@@ -88,13 +101,14 @@ func New(cfg Config) (*Server, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("apiserver: scheme: %w", err)
 	}
-	return &Server{cfg: cfg, proto: protobuf.NewSerializer(scheme, scheme), reg: cfg.Registry, st: cfg.Storage, log: cfg.Logger}, nil
+	return &Server{cfg: cfg, proto: protobuf.NewSerializer(scheme, scheme), fields: newFieldManagers(scheme),
+		reg: cfg.Registry, st: cfg.Storage, log: cfg.Logger}, nil
 }
 
 // Handler is the whole API: health, version, discovery and resources.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverPanics, s.authenticate, s.authorize)
+	r.Use(s.instrument, s.recoverPanics, s.authenticate, s.authorize)
 	r.Get("/healthz", s.health(false))
 	r.Get("/livez", s.health(false))
 	r.Get("/readyz", s.health(true))

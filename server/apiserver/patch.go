@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/yaml"
+
+	"skiff/server/storage"
 )
 
 func (s *Server) patch(q *request) {
@@ -20,8 +23,8 @@ func (s *Server) patch(q *request) {
 	pt := types.PatchType(mt)
 	switch pt {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
-	case types.ApplyPatchType, types.ApplyCBORPatchType:
-		writeError(q.w, q.r, unsupportedMediaType(mt+" (server-side apply is not supported yet; use client-side kubectl apply)"))
+	case types.ApplyPatchType:
+		s.apply(q)
 		return
 	default:
 		writeError(q.w, q.r, unsupportedMediaType(mt))
@@ -83,4 +86,73 @@ func (s *Server) applyPatch(q *request, pt types.PatchType, patch []byte, cur ru
 		return nil, apierrors.NewBadRequest("metadata.name and metadata.namespace cannot be changed by a patch")
 	}
 	return obj, nil
+}
+
+// apply serves server-side apply: the body is the manager's whole intent;
+// the field manager merges it with what others own, refusing (409) to take
+// fields another manager set unless force=true. A missing object is created.
+func (s *Server) apply(q *request) {
+	ctx := q.r.Context()
+	body, err := s.readBody(q.w, q.r)
+	fv, ferr := parseFieldValidation(q.r)
+	dry, derr := dryRun(q.r)
+	var applied runtime.Object
+	if err = firstErr(err, ferr, derr); err == nil {
+		var data []byte
+		if data, err = yaml.YAMLToJSON(body); err != nil {
+			err = apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+		} else {
+			applied, err = s.decodeJSONObject(q.w, q.res, data, fv)
+		}
+	}
+	if err == nil {
+		err = checkAppliedName(q, applied)
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	q.applied = true
+	_, getErr := s.st.Get(ctx, q.res, q.info.Namespace, q.info.Name)
+	if apierrors.IsNotFound(getErr) {
+		live := q.res.New()
+		if acc, err := meta.Accessor(live); err == nil {
+			acc.SetName(q.info.Name)
+			acc.SetNamespace(q.info.Namespace)
+		}
+		obj, err := s.applyObject(q, live, applied)
+		var e *storage.Entry
+		if err == nil {
+			e, err = s.createObject(ctx, q, obj, dry)
+		}
+		if err != nil {
+			writeError(q.w, q.r, err)
+			return
+		}
+		writeObject(q.w, q.r, http.StatusCreated, e.Obj, e.Raw)
+		return
+	}
+	e, err := s.updateLoop(ctx, q, 0, dry, func(cur runtime.Object) (runtime.Object, error) {
+		return s.applyObject(q, cur, applied.DeepCopyObject())
+	})
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	writeObject(q.w, q.r, http.StatusOK, e.Obj, e.Raw)
+}
+
+// checkAppliedName refuses an applied configuration for another object.
+func checkAppliedName(q *request, obj runtime.Object) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if acc.GetName() != "" && acc.GetName() != q.info.Name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", acc.GetName(), q.info.Name))
+	}
+	if q.res.Namespaced && acc.GetNamespace() != "" && acc.GetNamespace() != q.info.Namespace {
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
 }

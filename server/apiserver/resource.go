@@ -24,6 +24,9 @@ type request struct {
 	r    *http.Request
 	info requestInfo
 	res  *registry.Resource
+	// applied marks a server-side apply: its managedFields are already
+	// computed, so the write is not tracked again as an update.
+	applied bool
 }
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
@@ -253,6 +256,16 @@ func (s *Server) writeEntries(q *request, entries []*storage.Entry, rev int64, c
 	case outPartialMetadata:
 		s.writePartial(q, entries, rev, cont, remaining, single)
 		return
+	case outProtobuf:
+		if single && writeEntryProto(q.w, q.res, http.StatusOK, entries[0]) {
+			return
+		}
+		if !single {
+			if b, ok := protoList(q.res, entries, listMeta(rev, cont, remaining)); ok {
+				writeProto(q.w, http.StatusOK, b)
+				return
+			}
+		}
 	}
 	if single {
 		writeRaw(q.w, q.r, http.StatusOK, entries[0].Raw)

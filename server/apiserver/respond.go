@@ -24,6 +24,7 @@ const (
 	outYAML
 	outTable
 	outPartialMetadata
+	outProtobuf
 )
 
 // negotiate reads Accept. Clients list what they take in order of
@@ -53,6 +54,10 @@ func negotiate(r *http.Request) (output, error) {
 		case "application/yaml":
 			if params["as"] == "" {
 				return outYAML, nil
+			}
+		case protobufType:
+			if params["as"] == "" {
+				return outProtobuf, nil
 			}
 		}
 	}
@@ -109,6 +114,17 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeObject writes one object in the representation asked for.
 func writeObject(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object, raw []byte) {
+	if out, _ := negotiate(r); out == outProtobuf {
+		if m, ok := obj.(protoMarshaler); ok {
+			gvk := obj.GetObjectKind().GroupVersionKind()
+			if item, err := m.Marshal(); err == nil {
+				if b, err := envelope(gvk.GroupVersion().String(), gvk.Kind, item); err == nil {
+					writeProto(w, code, b)
+					return
+				}
+			}
+		}
+	}
 	if raw == nil {
 		writeJSON(w, r, code, obj)
 		return

@@ -53,6 +53,8 @@ func (s *Server) serveSubresource(q *request) {
 		s.evict(q)
 	case "finalize:update":
 		s.finalizeNamespace(q)
+	case "token:create":
+		s.issueToken(q)
 	default:
 		writeError(q.w, q.r, apierrors.NewMethodNotSupported(q.res.GVR().GroupResource(), q.info.Verb))
 	}

@@ -122,6 +122,8 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 	if q.info.Subresource == "" && q.res.Default != nil {
 		q.res.Default(obj)
 	}
+	obj = s.trackUpdate(q, old, obj)
+	acc, _ = meta.Accessor(obj)
 	if err := s.admit(ctx, q, OpUpdate, obj, old, dry); err != nil {
 		s.release(ctx, q, obj, old)
 		return nil, err

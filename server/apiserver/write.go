@@ -116,6 +116,8 @@ func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Objec
 		return nil, err
 	}
 	prepareForCreate(q.res, obj, acc)
+	obj = s.trackUpdate(q, q.res.New(), obj)
+	acc, _ = meta.Accessor(obj)
 	if err := s.admit(ctx, q, OpCreate, obj, nil, dry); err != nil {
 		s.release(ctx, q, obj, nil)
 		return nil, err
@@ -172,9 +174,14 @@ func (s *Server) checkNamespace(ctx context.Context, res *registry.Resource, nam
 	if !ok {
 		return nil
 	}
-	e, err := s.st.Get(ctx, nsRes, "", namespace)
-	if err != nil {
-		return err
+	// The watch cache answers for the namespaces it has; one created a
+	// moment ago may not be there yet, so a miss asks the store.
+	e := s.st.Cache().Get(nsRes, "", namespace)
+	if e == nil {
+		var err error
+		if e, err = s.st.Get(ctx, nsRes, "", namespace); err != nil {
+			return err
+		}
 	}
 	if acc, _ := meta.Accessor(e.Obj); acc != nil && acc.GetDeletionTimestamp() != nil {
 		return apierrors.NewForbidden(res.GVR().GroupResource(), "",

@@ -2,9 +2,12 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff/server/registry"
@@ -41,7 +44,18 @@ func (s *Storage) Create(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return decodeOrInternal(res, kv)
+	return written(obj, acc, kv.ModRevision)
+}
+
+// written is the entry of an object just stored at rev: the object is
+// already in hand, so it is stamped rather than decoded from the store.
+func written(obj runtime.Object, acc metav1.Object, rev int64) (*Entry, error) {
+	acc.SetResourceVersion(strconv.FormatInt(rev, 10))
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return &Entry{Obj: obj, Raw: raw, Rev: rev}, nil
 }
 
 // Update replaces an object if its stored revision is expectedRev (0: any).
@@ -58,7 +72,7 @@ func (s *Storage) Update(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return decodeOrInternal(res, kv)
+	return written(obj, acc, kv.ModRevision)
 }
 
 // Delete removes an object if its stored revision is expectedRev (0: any)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,9 @@ type Entry struct {
 	Obj runtime.Object
 	Raw []byte
 	Rev int64
+	// Proto caches the object's protobuf encoding once a client asked for
+	// it; set by the API server.
+	Proto atomic.Pointer[[]byte]
 }
 
 // Storage reads and writes API objects.

@@ -35,9 +35,16 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	factory := informers.NewSharedInformerFactory(cfg.Client, 10*time.Minute)
+	// Only the objects this controller owns are watched: the default
+	// service accounts and the root CA config maps, not every one.
+	named := func(name string) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name })
+	}
 	nsInf := factory.Core().V1().Namespaces().Informer()
-	saInf := factory.Core().V1().ServiceAccounts().Informer()
-	cmInf := factory.Core().V1().ConfigMaps().Informer()
+	saFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 10*time.Minute, named("default"))
+	cmFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 10*time.Minute, named(RootCAConfigMap))
+	saInf := saFactory.Core().V1().ServiceAccounts().Informer()
+	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer q.ShutDown()
 	enqueueNS := func(obj any) {
@@ -61,12 +68,14 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	for _, f := range []informers.SharedInformerFactory{factory, saFactory, cmFactory} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), nsInf.HasSynced, saInf.HasSynced, cmInf.HasSynced) {
 		return ctx.Err()
 	}
-	r := &reconciler{cfg: cfg, ns: factory.Core().V1().Namespaces().Lister(), sa: factory.Core().V1().ServiceAccounts().Lister(), cm: factory.Core().V1().ConfigMaps().Lister()}
+	r := &reconciler{cfg: cfg, ns: factory.Core().V1().Namespaces().Lister(), sa: saFactory.Core().V1().ServiceAccounts().Lister(), cm: cmFactory.Core().V1().ConfigMaps().Lister()}
 	go func() {
 		<-ctx.Done()
 		q.ShutDown()
