@@ -54,10 +54,16 @@ func kubectlVersions(t *testing.T) map[string]string {
 // run runs kubectl and returns stdout, stderr and the error.
 func (c *cluster) run(t *testing.T, bin string, stdin string, args ...string) (string, string, error) {
 	t.Helper()
+	return c.runEnv(t, nil, bin, stdin, args...)
+}
+
+// runEnv runs kubectl with extra environment variables.
+func (c *cluster) runEnv(t *testing.T, env []string, bin string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.kubeconfig), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -137,6 +143,18 @@ func TestKubectl_EverydayCommands_AcrossVersions(t *testing.T) {
 			if err == nil || !strings.Contains(errOut, "spec.containers[0].image: Required value") {
 				t.Fatalf("invalid pod: err %v, stderr %q", err, errOut)
 			}
+			// kubectl edit with an editor that changes one value.
+			editor := filepath.Join(t.TempDir(), "editor.sh")
+			os.WriteFile(editor, []byte("#!/bin/sh\nsed -i 's/s: strategic/s: edited/' \"$1\"\n"), 0o755)
+			if out, errOut, err := c.runEnv(t, []string{"KUBE_EDITOR=" + editor}, bin, "", "-n", ns, "edit", "cm", "c1"); err != nil {
+				t.Fatalf("edit: %v\n%s%s", err, out, errOut)
+			}
+			mustContain(t, "after edit", c.ok(t, bin, "-n", ns, "get", "cm", "c1", "-o", "yaml"), "s: edited")
+			mustContain(t, "describe", c.ok(t, bin, "-n", ns, "describe", "deployment", "web"), "Name:", "web", "Replicas:", "busybox")
+			mustContain(t, "describe cm", c.ok(t, bin, "-n", ns, "describe", "cm", "c1"), "Labels:", "tier=web", "Annotations:", "note: hi")
+			mustContain(t, "server-side apply", c.okIn(t, bin, strings.Replace(manifest, "name: applied", "name: ssa", 1), "apply", "--server-side", "-f", "-"), "configmap/ssa serverside-applied")
+			mustContain(t, "managed fields", c.ok(t, bin, "-n", ns, "get", "cm", "ssa", "-o", "yaml", "--show-managed-fields"), "manager: kubectl", "operation: Apply")
+			mustContain(t, "metrics", c.ok(t, bin, "get", "--raw", "/metrics"), "apiserver_request_total")
 			c.ok(t, bin, "-n", ns, "delete", "cm", "c1")
 			_, errOut, err = c.run(t, bin, "", "-n", ns, "get", "cm", "c1")
 			if err == nil || !strings.Contains(errOut, `configmaps "c1" not found`) {
