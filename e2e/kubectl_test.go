@@ -203,3 +203,52 @@ func TestKubectl_GetWatch_SeesNewObjects(t *testing.T) {
 		}
 	}
 }
+
+// ownedConfigMap creates a ConfigMap owned by owner (blocking its deletion).
+func (c *cluster) ownedConfigMap(t *testing.T, ns, name, owner string) {
+	t.Helper()
+	uid := c.ok(t, "kubectl", "-n", ns, "get", "cm", owner, "-o", "jsonpath={.metadata.uid}")
+	c.okIn(t, "kubectl", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`","namespace":"`+ns+
+		`","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"`+owner+`","uid":"`+uid+`","blockOwnerDeletion":true}]}}`, "create", "-f", "-")
+}
+
+func (c *cluster) waitGone(t *testing.T, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, errOut, err := c.run(t, "kubectl", "", "-n", ns, "get", "cm", name)
+		if err != nil && strings.Contains(errOut, "not found") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("configmap %s/%s still exists after 60s", ns, name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestKubectl_Delete_EachCascadeMode_AndNamespaceDeletion(t *testing.T) {
+	c := startCluster(t)
+	ns := "cascade"
+	c.ok(t, "kubectl", "create", "namespace", ns)
+	for _, mode := range []string{"background", "foreground", "orphan"} {
+		owner, dep := "owner-"+mode, "dep-"+mode
+		c.ok(t, "kubectl", "-n", ns, "create", "cm", owner)
+		c.ownedConfigMap(t, ns, dep, owner)
+		c.ok(t, "kubectl", "-n", ns, "delete", "cm", owner, "--cascade="+mode)
+		c.waitGone(t, ns, owner)
+		if mode == "orphan" {
+			refs := c.ok(t, "kubectl", "-n", ns, "get", "cm", dep, "-o", "jsonpath={.metadata.ownerReferences}")
+			if refs != "" {
+				t.Fatalf("orphaned dependent still has owner references: %s", refs)
+			}
+			continue
+		}
+		c.waitGone(t, ns, dep) // the garbage collector removes it
+	}
+	c.ok(t, "kubectl", "delete", "namespace", ns, "--timeout=60s")
+	_, errOut, err := c.run(t, "kubectl", "", "get", "namespace", ns)
+	if err == nil || !strings.Contains(errOut, "not found") {
+		t.Fatalf("namespace still there after delete: %v %s", err, errOut)
+	}
+}

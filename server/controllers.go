@@ -5,11 +5,14 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/certs"
 	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/garbagecollector"
+	"skiff/server/controller/namespace"
 	"skiff/server/controller/serviceaccount"
 )
 
@@ -23,6 +26,23 @@ func startControllers(ctx context.Context, api *apiserver.Server, bundle *certs.
 		log.Error("controllers not started", "err", err)
 		return
 	}
+	meta, err := metadata.NewForConfig(inProcessConfig(api.Transport(user)))
+	if err != nil {
+		log.Error("controllers not started", "err", err)
+		return
+	}
+	go func() {
+		err := garbagecollector.Run(ctx, garbagecollector.Config{Metadata: meta, Discovery: client.Discovery(), Logger: log.With("controller", "garbagecollector")})
+		if err != nil && ctx.Err() == nil {
+			log.Error("garbage collector stopped", "err", err)
+		}
+	}()
+	go func() {
+		err := namespace.Run(ctx, namespace.Config{Client: client, Metadata: meta, Discovery: client.Discovery(), Logger: log.With("controller", "namespace")})
+		if err != nil && ctx.Err() == nil {
+			log.Error("namespace controller stopped", "err", err)
+		}
+	}()
 	go func() {
 		err := clusterroleaggregation.Run(ctx, clusterroleaggregation.Config{Client: client, Logger: log.With("controller", "clusterrole-aggregation")})
 		if err != nil && ctx.Err() == nil {

@@ -21,13 +21,10 @@ type objectLookups struct {
 	reg *registry.Registry
 }
 
+// resource finds a v1 resource: every group these lookups read serves v1.
 func (l *objectLookups) resource(group, name string) *registry.Resource {
-	for _, res := range l.reg.All() {
-		if res.Group == group && res.Name == name {
-			return res
-		}
-	}
-	return nil
+	res, _ := l.reg.Lookup(group, "v1", name)
+	return res
 }
 
 func list[T any](l *objectLookups, group, name, namespace string) ([]*T, error) {

@@ -89,7 +89,8 @@ var fuzzTargets = []fuzzTarget{
 // Content types a create body may come in; the last one is refused (415).
 var createContentTypes = []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "", "text/plain"}
 
-// Patch types; the last two are refused (415).
+// Patch types: JSON patch, merge, strategic merge, server-side apply, and
+// one that is refused (415).
 var patchContentTypes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json",
 	"application/apply-patch+yaml", "application/json"}
 
@@ -415,8 +416,9 @@ func FuzzCreate_NeverPanics(f *testing.F) {
 	})
 }
 
-// The patch target patches one valid object of each kind, always as a dry
-// run so every input sees the same object.
+// The patch target patches one valid object of each kind (JSON, merge,
+// strategic merge patch and server-side apply), always as a dry run so every
+// input sees the same object.
 func FuzzPatch_NeverPanics(f *testing.F) {
 	patchSeeds := []struct {
 		pt   uint8
@@ -448,12 +450,18 @@ func FuzzPatch_NeverPanics(f *testing.F) {
 		{2, `{"$patch":"replace"}`},
 		{2, `{"spec":{"template":{"spec":{"containers":[{"$patch":"merge"}]}}}}`},
 		{3, "metadata:\n  labels: {x: y}\n"},
+		{3, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n"},
+		{3, "metadata:\n  managedFields: [{manager: m, operation: Apply, fieldsType: FieldsV1, fieldsV1: {f:data: {}}}]\n"},
+		{3, "spec: {containers: [{name: c, image: other}], ports: [{port: 80, protocol: TCP}, {port: 80, protocol: TCP}]}\n"},
+		{3, "a: &a [*a, *a]\n"},
+		{3 | 0x80, "data: {k: forced}\nspec: {replicas: 3}\n"},
 		{4, `{"metadata":{"labels":{"x":"y"}}}`},
 	}
-	for i := range fuzzTargets {
+	for i, tg := range fuzzTargets {
 		for _, p := range patchSeeds {
 			f.Add(uint8(i), p.pt, []byte(p.body))
 		}
+		f.Add(uint8(i), uint8(3), jsonToYAML(f, encodeJSON(f, tg.sample)))
 	}
 	s := newFuzzServer(f)
 	names := make([]string, len(fuzzTargets))
@@ -463,12 +471,29 @@ func FuzzPatch_NeverPanics(f *testing.F) {
 			f.Fatalf("create the %s to patch: %d %s", tg.kind, code, body)
 		}
 		names[i] = tg.sample.(metav1.Object).GetName()
+		// The harness must reach the success path of every patch type.
+		for ct, p := range map[string][]byte{
+			"application/json-patch+json":            []byte(`[{"op":"add","path":"/metadata/labels","value":{"fuzz":"1"}}]`),
+			"application/merge-patch+json":           []byte(`{"metadata":{"labels":{"fuzz":"1"}}}`),
+			"application/strategic-merge-patch+json": []byte(`{"metadata":{"labels":{"fuzz":"1"}}}`),
+			"application/apply-patch+yaml":           jsonToYAML(f, encodeJSON(f, tg.sample)),
+		} {
+			path := tg.path + "/" + names[i] + "?dryRun=All&fieldManager=fuzz&force=true"
+			if code, out := s.do(http.MethodPatch, path, ct, p); code != http.StatusOK {
+				f.Fatalf("harness: dry-run %s of the sample %s: %d %s", ct, tg.kind, code, out)
+			}
+		}
 	}
 	f.Fuzz(func(t *testing.T, target, patchType uint8, body []byte) {
 		i := int(target) % len(fuzzTargets)
 		tg := fuzzTargets[i]
-		pt := patchContentTypes[int(patchType)%len(patchContentTypes)]
-		rec := s.serve(http.MethodPatch, tg.path+"/"+names[i]+"?dryRun=All", pt, body)
+		// The high bit asks to force an apply (refused for other types).
+		pt := patchContentTypes[int(patchType&0x7f)%len(patchContentTypes)]
+		path := tg.path + "/" + names[i] + "?dryRun=All&fieldManager=fuzz"
+		if patchType&0x80 != 0 {
+			path += "&force=true"
+		}
+		rec := s.serve(http.MethodPatch, path, pt, body)
 		s.check(t, fmt.Sprintf("patch %s (%s)", tg.kind, pt), rec, http.StatusOK, tg)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -142,7 +143,7 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		return entryOf(obj)
 	}
 	var e *storage.Entry
-	if acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && graceDone(acc.GetDeletionGracePeriodSeconds()) {
+	if acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && graceDone(acc.GetDeletionGracePeriodSeconds()) && !namespacePending(obj) {
 		// The last finalizer is gone from an object being deleted: delete it.
 		if e, err = s.st.Delete(ctx, q.res, acc.GetNamespace(), acc.GetName(), cur.Rev); err == nil {
 			s.release(ctx, q, old, nil)
@@ -158,6 +159,13 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 }
 
 func graceDone(grace *int64) bool { return grace == nil || *grace == 0 }
+
+// namespacePending: a namespace also waits for its spec finalizers (the
+// namespace controller's), removed only through /finalize.
+func namespacePending(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
 
 // sameObject reports whether an update changes nothing; such updates are
 // not written, so they cost no revision and wake no watcher.

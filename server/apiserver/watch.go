@@ -82,7 +82,7 @@ func (s *Server) watch(q *request) {
 	q.w.Header().Set("Content-Type", "application/json")
 	q.w.Header().Set("Cache-Control", "no-cache, private")
 	q.w.WriteHeader(http.StatusOK)
-	enc := &eventEncoder{s: s, q: q, table: out == outTable}
+	enc := &eventEncoder{s: s, q: q, table: out == outTable, partial: out == outPartialMetadata}
 	for _, ev := range w.Initial() {
 		if !enc.write(ev) {
 			return
@@ -116,6 +116,7 @@ type eventEncoder struct {
 	s       *Server
 	q       *request
 	table   bool
+	partial bool // metadata-only clients: PartialObjectMetadata objects
 	defined bool // column definitions already sent (Table watches)
 	buf     bytes.Buffer
 }
@@ -141,6 +142,10 @@ func (e *eventEncoder) object(ev storage.Event) ([]byte, bool) {
 		}
 		return e.bookmark(ev), true
 	}
+	if e.partial {
+		b, err := json.Marshal(partial(ev.Entry.Obj))
+		return b, err == nil
+	}
 	if !e.table {
 		return ev.Entry.Raw, true
 	}
@@ -159,6 +164,9 @@ func (e *eventEncoder) object(ev storage.Event) ([]byte, bool) {
 func (e *eventEncoder) bookmark(ev storage.Event) []byte {
 	obj := e.q.res.New()
 	obj.GetObjectKind().SetGroupVersionKind(e.q.res.GVK())
+	if e.partial {
+		obj = &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+	}
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetResourceVersion(strconv.FormatInt(ev.Entry.Rev, 10))
 		if ev.InitialEventsEnd {

@@ -1,0 +1,158 @@
+package garbagecollector
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"skiff/server/apiserver"
+	"skiff/server/auth"
+	"skiff/server/defaults"
+	"skiff/server/registry"
+	"skiff/server/storage"
+	"skiff/server/validation"
+	"skiff/store/sqlite"
+)
+
+type allowAll struct{}
+
+func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
+	return true, "", nil
+}
+
+type noAuthn struct{}
+
+func (noAuthn) Authenticate(*http.Request) (*auth.User, error) { return nil, nil }
+
+// realServer is our API server over SQLite, reached in-process as the
+// collector is in `skiff server`: the fakes cannot tell whether the
+// server takes the collector's merge patches, delete preconditions and
+// metadata-only requests as the collector assumes.
+func realServer(t *testing.T) *rest.Config {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := storage.New(st, reg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		objects.Cache().Run(ctx, nil)
+	}()
+	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: noAuthn{}, Authorizer: allowAll{}, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		st.Close()
+	})
+	user := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
+	return &rest.Config{Host: "http://skiff.internal", Transport: api.Transport(user), RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+}
+
+// TestAgainstAPIServer runs background, foreground and orphan deletion of
+// config maps owning config maps through the real server.
+func TestAgainstAPIServer(t *testing.T) {
+	cfg := realServer(t)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	cms := client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		must(t, err)
+	}
+
+	uids := map[string]types.UID{}
+	mk := func(name string, owners ...string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		for _, o := range owners {
+			block := true
+			cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: o, UID: uids[o], BlockOwnerDeletion: &block})
+		}
+		got, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+		must(t, err)
+		uids[name] = got.UID
+	}
+	mk("bg")
+	mk("keep")
+	mk("bg-child", "bg")
+	mk("bg-shared", "bg", "keep")
+	mk("fg")
+	mk("fg-child", "fg")
+	mk("fg-grandchild", "fg-child")
+	mk("orphan")
+	mk("orphan-child", "orphan")
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, Config{Metadata: metadata.NewForConfigOrDie(cfg), Discovery: discovery.NewDiscoveryClientForConfigOrDie(cfg), Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	}()
+
+	gone := func(name string) func() bool {
+		return func() bool {
+			_, err := cms.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}
+	}
+	owners := func(name string) []types.UID {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		must(t, err)
+		var out []types.UID
+		for _, r := range cm.OwnerReferences {
+			out = append(out, r.UID)
+		}
+		return out
+	}
+	fg, orphan := metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan
+	must(t, cms.Delete(ctx, "bg", metav1.DeleteOptions{}))
+	must(t, cms.Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: &fg}))
+	must(t, cms.Delete(ctx, "orphan", metav1.DeleteOptions{PropagationPolicy: &orphan}))
+
+	eventually(t, "bg-child collected", gone("bg-child"))
+	eventually(t, "bg-shared to lose its reference to bg", func() bool { return slices.Equal(owners("bg-shared"), []types.UID{uids["keep"]}) })
+	eventually(t, "fg deleted after its dependents", gone("fg"))
+	if !gone("fg-child")() || !gone("fg-grandchild")() {
+		t.Error("fg went before its dependents")
+	}
+	eventually(t, "orphan deleted", gone("orphan"))
+	if got := owners("orphan-child"); len(got) != 0 {
+		t.Errorf("orphan-child still has owners %v", got)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

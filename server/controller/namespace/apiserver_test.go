@@ -1,0 +1,172 @@
+package namespace
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"skiff/server/apiserver"
+	"skiff/server/auth"
+	"skiff/server/defaults"
+	"skiff/server/registry"
+	"skiff/server/storage"
+	"skiff/server/validation"
+	"skiff/store/sqlite"
+)
+
+type allowAll struct{}
+
+func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
+	return true, "", nil
+}
+
+type noAuthn struct{}
+
+func (noAuthn) Authenticate(*http.Request) (*auth.User, error) { return nil, nil }
+
+// realServer is our API server over SQLite, reached in-process as the
+// controller is in `skiff server`: the fakes cannot tell whether the
+// metadata client, deletecollection and the finalize subresource really
+// behave as this controller assumes.
+func realServer(t *testing.T) *rest.Config {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := storage.New(st, reg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		objects.Cache().Run(ctx, nil)
+	}()
+	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: noAuthn{}, Authorizer: allowAll{}, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		st.Close()
+	})
+	user := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
+	return &rest.Config{Host: "http://skiff.internal", Transport: api.Transport(user), RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+}
+
+func TestAgainstAPIServer(t *testing.T) {
+	cfg := realServer(t)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if statusWriteDeletesNamespace(ctx, t, client) {
+		t.Fatal("the API server deleted a terminating namespace on a status write while spec.finalizers was not empty")
+	}
+	for _, name := range []string{"doomed", "live"} {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		must(err)
+		for _, cm := range []string{"a", "b"} {
+			_, err := client.CoreV1().ConfigMaps(name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm}}, metav1.CreateOptions{})
+			must(err)
+		}
+	}
+	_, err := client.CoreV1().Secrets("doomed").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Finalizers: []string{"example.com/hold"}}}, metav1.CreateOptions{})
+	must(err)
+	must(client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}))
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, Config{Client: client, Metadata: metadata.NewForConfigOrDie(cfg), Discovery: client.Discovery(), Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, 0)
+	}()
+
+	// The held secret keeps the namespace, and the conditions say why.
+	waitFor(t, ctx, "content-remaining conditions", func() bool {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		must(err)
+		return condition(ns, corev1.NamespaceFinalizersRemaining).Message == "Some finalizers are remaining: example.com/hold in 1 resource instances" &&
+			condition(ns, corev1.NamespaceContentRemaining).Message == "Some resources are remaining: secrets. has 1 resource instances"
+	})
+	cms, err := client.CoreV1().ConfigMaps("doomed").List(ctx, metav1.ListOptions{})
+	must(err)
+	if len(cms.Items) != 0 {
+		t.Errorf("config maps left in doomed: %d", len(cms.Items))
+	}
+
+	// Its owner lets go: the secret goes, then the namespace.
+	s, err := client.CoreV1().Secrets("doomed").Get(ctx, "s", metav1.GetOptions{})
+	must(err)
+	s.Finalizers = nil
+	_, err = client.CoreV1().Secrets("doomed").Update(ctx, s, metav1.UpdateOptions{})
+	must(err)
+	waitFor(t, ctx, "namespace gone", func() bool {
+		_, err := client.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	live, err := client.CoreV1().ConfigMaps("live").List(ctx, metav1.ListOptions{})
+	must(err)
+	if len(live.Items) != 2 {
+		t.Errorf("live namespace has %d config maps, want 2", len(live.Items))
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool) {
+	t.Helper()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// statusWriteDeletesNamespace probes whether an update to a terminating
+// namespace that still has spec.finalizers makes the server delete it, as
+// it must not: the namespace waits for this controller.
+func statusWriteDeletesNamespace(ctx context.Context, t *testing.T, client kubernetes.Interface) bool {
+	t.Helper()
+	nsc := client.CoreV1().Namespaces()
+	if _, err := nsc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nsc.Delete(ctx, "probe", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := nsc.Get(ctx, "probe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Status.Conditions = append(ns.Status.Conditions, corev1.NamespaceCondition{Type: "Probe", Status: corev1.ConditionTrue})
+	if _, err := nsc.UpdateStatus(ctx, ns, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	_, err = nsc.Get(ctx, "probe", metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
+}
