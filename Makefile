@@ -12,7 +12,7 @@ DEB_PACKAGES := gcc libc6-dev git ca-certificates
 DATA_DIR ?= /var/lib/skiff
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps run test unit e2e bench bench-kine lint clean
+.PHONY: all build deps run test bench bench-kine bench-api lint clean
 
 all: build
 
@@ -35,14 +35,23 @@ build:
 run: deps build
 	./bin/skiff server --data-dir $(DATA_DIR)
 
-## test: install what is missing, then every test (race detector on)
+FUZZ_TIME ?= 20s
+
+## test: install what is missing, then every test (race detector on), then
+## a bounded fuzz run of the API server's decode, validate and patch paths
 test: deps lint build
 	SKIFF_BIN=$(CURDIR)/bin/skiff $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzCreate_NeverPanics$$' -fuzztime $(FUZZ_TIME) ./server/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzPatch_NeverPanics$$' -fuzztime $(FUZZ_TIME) ./server/apiserver/
 
 ## bench: the store benchmarks, then kine's through the same operations
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./store/sqlite
 	$(MAKE) bench-kine
+
+## bench-api: the API server under client-go load (e2e/bench/run.sh)
+bench-api: build
+	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/run.sh
 
 bench-kine:
 	cd store/sqlite/kinebench && $(GO) test -mod=mod -run '^$$' -bench . -benchtime 2s .

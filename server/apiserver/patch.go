@@ -57,9 +57,9 @@ func (s *Server) applyPatch(q *request, pt types.PatchType, patch []byte, cur ru
 	var out []byte
 	switch pt {
 	case types.JSONPatchType:
-		p, perr := jsonpatch.DecodePatch(patch)
-		if perr != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", perr))
+		var p jsonpatch.Patch
+		if p, err = decodeJSONPatch(patch); err != nil {
+			return nil, err
 		}
 		out, err = p.Apply(doc)
 	case types.MergePatchType:
@@ -155,4 +155,23 @@ func checkAppliedName(q *request, obj runtime.Object) error {
 		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
 	return nil
+}
+
+// decodeJSONPatch decodes an RFC 6902 patch, refusing operations that need
+// a value and have none: the json-patch library dereferences the missing
+// value and panics (evanphx/json-patch#168).
+func decodeJSONPatch(patch []byte) (jsonpatch.Patch, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", err))
+	}
+	for _, op := range p {
+		switch kind := op.Kind(); kind {
+		case "add", "replace", "test":
+			if _, ok := op["value"]; !ok {
+				return nil, apierrors.NewBadRequest("invalid JSON patch: operation " + kind + " has no value")
+			}
+		}
+	}
+	return p, nil
 }

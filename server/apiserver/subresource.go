@@ -186,9 +186,9 @@ func (s *Server) newScale(q *request, cur runtime.Object, body []byte) (*autosca
 		mt, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
 		switch types.PatchType(mt) {
 		case types.JSONPatchType:
-			p, perr := jsonpatch.DecodePatch(body)
+			p, perr := decodeJSONPatch(body)
 			if perr != nil {
-				return nil, apierrors.NewBadRequest(perr.Error())
+				return nil, perr
 			}
 			doc, err = p.Apply(curJSON)
 		case types.MergePatchType:

@@ -44,16 +44,20 @@ func (s *Storage) Create(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return written(obj, acc, kv.ModRevision)
+	return written(obj, acc, val, kv.ModRevision)
 }
 
-// written is the entry of an object just stored at rev: the object is
-// already in hand, so it is stamped rather than decoded from the store.
-func written(obj runtime.Object, acc metav1.Object, rev int64) (*Entry, error) {
+// written is the entry of an object just stored at rev: the object and its
+// encoding are already in hand, so both are stamped with the revision
+// rather than decoded from the store.
+func written(obj runtime.Object, acc metav1.Object, stored []byte, rev int64) (*Entry, error) {
 	acc.SetResourceVersion(strconv.FormatInt(rev, 10))
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+	raw, ok := stampResourceVersion(stored, rev)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(obj); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
 	}
 	return &Entry{Obj: obj, Raw: raw, Rev: rev}, nil
 }
@@ -72,7 +76,7 @@ func (s *Storage) Update(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return written(obj, acc, kv.ModRevision)
+	return written(obj, acc, val, kv.ModRevision)
 }
 
 // Delete removes an object if its stored revision is expectedRev (0: any)

@@ -5,6 +5,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,11 +65,35 @@ func Decode(res *registry.Resource, kv store.KeyValue) (*Entry, error) {
 		return nil, fmt.Errorf("decode %s %s: %w", res.Kind, kv.Key, err)
 	}
 	acc.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s %s: %w", res.Kind, kv.Key, err)
+	raw, ok := stampResourceVersion(kv.Value, kv.ModRevision)
+	if !ok {
+		if raw, err = json.Marshal(obj); err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", res.Kind, kv.Key, err)
+		}
 	}
 	return &Entry{Obj: obj, Raw: raw, Rev: kv.ModRevision}, nil
+}
+
+// stampResourceVersion inserts metadata.resourceVersion into a stored
+// object's JSON, which never holds one (see encode), instead of encoding the
+// object again: serving an object costs no JSON encoding. Stored objects
+// are encoded with kind, apiVersion and metadata first, so the first
+// "metadata":{ is the object's own.
+func stampResourceVersion(stored []byte, rev int64) ([]byte, bool) {
+	const key = `"metadata":{`
+	i := bytes.Index(stored, []byte(key))
+	if i < 0 || bytes.Contains(stored[:i], []byte(`"spec"`)) {
+		return nil, false
+	}
+	at := i + len(key)
+	field := `"resourceVersion":"` + strconv.FormatInt(rev, 10) + `"`
+	out := make([]byte, 0, len(stored)+len(field)+1)
+	out = append(out, stored[:at]...)
+	out = append(out, field...)
+	if at < len(stored) && stored[at] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, stored[at:]...), true
 }
 
 // encode turns an object into its stored value: the resourceVersion is not
