@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,12 +38,11 @@ import (
 
 	"skiff/server/admission"
 	"skiff/server/apiserver"
+	"skiff/server/apiserver/apitest"
 	"skiff/server/auth"
-	"skiff/server/defaults"
 	"skiff/server/registry"
 	"skiff/server/storage"
-	"skiff/server/validation"
-	"skiff/store/sqlite"
+	"skiff/store"
 )
 
 // fuzzTarget is one resource the fuzz targets write to.
@@ -139,12 +137,6 @@ func (fuzzAdmin) Authenticate(*http.Request) (*auth.User, error) {
 	return &auth.User{Name: "admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}, nil
 }
 
-type fuzzAllowAll struct{}
-
-func (fuzzAllowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
-	return true, "", nil
-}
-
 // fuzzObjects answers the admission plugins: every service account exists,
 // and one priority class ("high") does.
 type fuzzObjects struct{}
@@ -173,41 +165,21 @@ type fuzzServer struct {
 
 func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(f.TempDir(), "state.db")})
-	if err != nil {
-		f.Fatal(err)
-	}
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
-	if err != nil {
-		f.Fatal(err)
-	}
-	objects := storage.New(st, reg)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		objects.Cache().Run(ctx, nil)
-	}()
-	f.Cleanup(func() {
-		cancel()
-		<-done
-		st.Close()
-	})
 	_, serviceNet, _ := net.ParseCIDR("10.43.0.0/16")
 	logs := &logCapture{}
-	api, err := apiserver.New(apiserver.Config{
-		Registry: reg, Storage: objects, Authenticator: fuzzAdmin{}, Authorizer: fuzzAllowAll{},
-		Logger: slog.New(logs),
-		Admission: []apiserver.Admitter{
-			admission.ServiceAccount{Get: fuzzObjects{}},
-			admission.Priority{Get: fuzzObjects{}},
-			admission.DefaultTolerations{Seconds: 300},
-			&admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: slog.New(logs)},
+	srv := apitest.Start(f, apitest.Options{
+		Authenticator: fuzzAdmin{},
+		Logger:        slog.New(logs),
+		Admission: func(st store.Store) []apiserver.Admitter {
+			return []apiserver.Admitter{
+				admission.ServiceAccount{Get: fuzzObjects{}},
+				admission.Priority{Get: fuzzObjects{}},
+				admission.DefaultTolerations{Seconds: 300},
+				&admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: slog.New(logs)},
+			}
 		},
 	})
-	if err != nil {
-		f.Fatal(err)
-	}
+	api, reg, objects := srv.API, srv.Registry, srv.Storage
 	s := &fuzzServer{h: api.Handler(), log: logs, reg: reg, objects: objects}
 	if code, body := s.do(http.MethodPost, "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)); code != http.StatusCreated {
 		f.Fatalf("create namespace default: %d %s", code, body)

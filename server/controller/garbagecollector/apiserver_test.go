@@ -3,8 +3,7 @@ package garbagecollector
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"path/filepath"
+	"skiff/server/apiserver/apitest"
 	"slices"
 	"testing"
 	"time"
@@ -17,63 +16,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
-
-	"skiff/server/apiserver"
-	"skiff/server/auth"
-	"skiff/server/defaults"
-	"skiff/server/registry"
-	"skiff/server/storage"
-	"skiff/server/validation"
-	"skiff/store/sqlite"
 )
 
-type allowAll struct{}
-
-func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
-	return true, "", nil
-}
-
-type noAuthn struct{}
-
-func (noAuthn) Authenticate(*http.Request) (*auth.User, error) { return nil, nil }
-
 // realServer is our API server over SQLite, reached in-process as the
-// collector is in `skiff server`: the fakes cannot tell whether the
-// server takes the collector's merge patches, delete preconditions and
-// metadata-only requests as the collector assumes.
+// controller is in `skiff server`.
 func realServer(t *testing.T) *rest.Config {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects := storage.New(st, reg)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		objects.Cache().Run(ctx, nil)
-	}()
-	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: noAuthn{}, Authorizer: allowAll{}, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		st.Close()
-	})
-	user := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
-	return &rest.Config{Host: "http://skiff.internal", Transport: api.Transport(user), RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+	return apitest.Start(t, apitest.Options{}).Config(nil)
 }
 
-// TestAgainstAPIServer runs background, foreground and orphan deletion of
-// config maps owning config maps through the real server.
 func TestAgainstAPIServer(t *testing.T) {
 	cfg := realServer(t)
 	client := kubernetes.NewForConfigOrDie(cfg)

@@ -3,8 +3,7 @@ package namespace
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"path/filepath"
+	"skiff/server/apiserver/apitest"
 	"testing"
 	"time"
 
@@ -14,59 +13,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
-
-	"skiff/server/apiserver"
-	"skiff/server/auth"
-	"skiff/server/defaults"
-	"skiff/server/registry"
-	"skiff/server/storage"
-	"skiff/server/validation"
-	"skiff/store/sqlite"
 )
 
-type allowAll struct{}
-
-func (allowAll) Authorize(context.Context, auth.Attributes) (bool, string, error) {
-	return true, "", nil
-}
-
-type noAuthn struct{}
-
-func (noAuthn) Authenticate(*http.Request) (*auth.User, error) { return nil, nil }
-
 // realServer is our API server over SQLite, reached in-process as the
-// controller is in `skiff server`: the fakes cannot tell whether the
-// metadata client, deletecollection and the finalize subresource really
-// behave as this controller assumes.
+// controller is in `skiff server`.
 func realServer(t *testing.T) *rest.Config {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects := storage.New(st, reg)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		objects.Cache().Run(ctx, nil)
-	}()
-	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: noAuthn{}, Authorizer: allowAll{}, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		st.Close()
-	})
-	user := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
-	return &rest.Config{Host: "http://skiff.internal", Transport: api.Transport(user), RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+	return apitest.Start(t, apitest.Options{}).Config(nil)
 }
 
 func TestAgainstAPIServer(t *testing.T) {
