@@ -210,7 +210,7 @@ func (rc *resCache) apply(t store.EventType, key string, cur *Entry, historySize
 		rc.objs[key] = cur
 	}
 	rc.history = append(rc.history, e)
-	if len(rc.history) >= 2*historySize {
+	if len(rc.history) > historySize+historySize/4 { // trim in steps, not per event
 		drop := len(rc.history) - historySize
 		rc.startRev = rc.history[drop-1].Entry.Rev
 		rc.history = append(rc.history[:0:0], rc.history[drop:]...)
