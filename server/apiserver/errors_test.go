@@ -1,4 +1,4 @@
-package apiserver
+package apiserver_test
 
 import (
 	"encoding/json"
