@@ -58,6 +58,19 @@ type Config struct {
 	// MinTokenExpiration is the shortest service-account token lifetime a
 	// TokenRequest may ask for (default 10 minutes, as upstream).
 	MinTokenExpiration time.Duration
+	// ClusterCIDR is the pod address range node IPAM hands out /24s from.
+	ClusterCIDR string
+	// SchedulerConfig is a KubeSchedulerConfiguration file ("" = defaults).
+	SchedulerConfig string
+	// NodeMonitorGracePeriod is how long a node may go silent before the
+	// node lifecycle controller marks it Unknown (40 s by default).
+	NodeMonitorGracePeriod time.Duration
+	// DefaultTolerationSeconds is what admission gives pods for the
+	// not-ready and unreachable NoExecute taints (300 by default).
+	DefaultTolerationSeconds int64
+	// DisableScheduler and DisableControllers leave those loops out.
+	DisableScheduler   bool
+	DisableControllers bool
 	// Version is what /version reports.
 	Version version.Info
 	// Logger receives the server's logs.
@@ -142,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Admission: []apiserver.Admitter{
 			admission.ServiceAccount{Get: lookups},
 			admission.Priority{Get: lookups},
-			admission.DefaultTolerations{Seconds: 300},
+			admission.DefaultTolerations{Seconds: cfg.DefaultTolerationSeconds},
 			allocator,
 			admission.RBACEscalation{Authorizer: authz},
 		},
@@ -173,7 +186,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	bootstrapped.Store(true)
 	go allocator.Repair(ctx, lookups, 3*time.Minute)
-	startControllers(ctx, api, bundle, log)
+	if err := startControlLoops(ctx, cfg, api, bundle, log); err != nil {
+		ln.Close()
+		return err
+	}
 	return serve(ctx, cfg, ln, bundle, api.Handler(), log, started)
 }
 

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,29 +256,6 @@ func setPodScheduled(pod *corev1.Pod) {
 		}
 	}
 	pod.Status.Conditions = append(pod.Status.Conditions, cond)
-}
-
-// evict deletes a pod through the eviction subresource.
-// TODO(disruption budgets): PodDisruptionBudgets are not consulted yet.
-func (s *Server) evict(q *request) {
-	body, err := s.readBody(q.w, q.r)
-	var ev policyv1.Eviction
-	if err == nil && len(body) > 0 {
-		err = s.decodeBody(q.w, q.r, body, &ev, validationIgnore)
-	}
-	if err != nil {
-		writeError(q.w, q.r, err)
-		return
-	}
-	opts := metav1.DeleteOptions{}
-	if ev.DeleteOptions != nil {
-		opts = *ev.DeleteOptions
-	}
-	if _, _, err := s.deleteObject(q.r.Context(), q, q.info.Namespace, q.info.Name, opts); err != nil {
-		writeError(q.w, q.r, err)
-		return
-	}
-	writeJSON(q.w, q.r, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
 }
 
 // finalizeNamespace replaces a namespace's spec.finalizers; a terminating

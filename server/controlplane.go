@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/record"
+
+	"skiff/server/apiserver"
+	"skiff/server/auth"
+	"skiff/server/certs"
+	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/garbagecollector"
+	"skiff/server/controller/namespace"
+	"skiff/server/controller/serviceaccount"
+	"skiff/server/leaderelect"
+)
+
+// Lease names as upstream, so tools that look for them find them.
+const (
+	controllerManagerLease = "kube-controller-manager"
+	schedulerLease         = "kube-scheduler"
+)
+
+// loops is what the control loops need from the server.
+type loops struct {
+	cfg         Config
+	bundle      *certs.Bundle
+	clusterCIDR *net.IPNet
+	// controllers and scheduler reach the API in-process under their own
+	// identities, so RBAC and admission apply to them as to any client.
+	controllers, scheduler kubernetes.Interface
+	meta                   metadata.Interface
+	log                    *slog.Logger
+	// election tunes leader election (zero values: upstream's defaults).
+	election leaderelect.Config
+}
+
+// startControlLoops starts the controller manager and the scheduler, each
+// behind its own Lease, as goroutines that end with ctx.
+func startControlLoops(ctx context.Context, cfg Config, api *apiserver.Server, bundle *certs.Bundle, log *slog.Logger) error {
+	l, err := newLoops(cfg, api, bundle, log)
+	if err != nil {
+		return err
+	}
+	l.start(ctx)
+	return nil
+}
+
+func newLoops(cfg Config, api *apiserver.Server, bundle *certs.Bundle, log *slog.Logger) (*loops, error) {
+	l := &loops{cfg: cfg, bundle: bundle, log: log}
+	if cfg.ClusterCIDR != "" {
+		_, n, err := net.ParseCIDR(cfg.ClusterCIDR)
+		if err != nil {
+			return nil, errors.Join(errors.New("--cluster-cidr"), err)
+		}
+		l.clusterCIDR = n
+	}
+	cm := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
+	sched := &auth.User{Name: "system:kube-scheduler", Groups: []string{auth.GroupAuthenticated}}
+	var err error
+	if l.controllers, err = kubernetes.NewForConfig(inProcessConfig(api.Transport(cm))); err != nil {
+		return nil, err
+	}
+	if l.meta, err = metadata.NewForConfig(inProcessConfig(api.Transport(cm))); err != nil {
+		return nil, err
+	}
+	if l.scheduler, err = kubernetes.NewForConfig(inProcessConfig(api.Transport(sched))); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *loops) start(ctx context.Context) {
+	if !l.cfg.DisableControllers {
+		go l.elect(ctx, l.controllers, controllerManagerLease, l.runControllers)
+	}
+	if !l.cfg.DisableScheduler {
+		go l.elect(ctx, l.scheduler, schedulerLease, l.runScheduler)
+	}
+}
+
+func (l *loops) elect(ctx context.Context, client kubernetes.Interface, lease string, lead func(context.Context)) {
+	ec := l.election
+	ec.Client, ec.Name, ec.Lead = client, lease, lead
+	ec.Logger = l.log.With("lease", lease)
+	if err := leaderelect.Run(ctx, ec); err != nil {
+		l.log.Error("leader election stopped", "lease", lease, "err", err)
+	}
+}
+
+// controller is one control loop of the controller manager.
+type controller struct {
+	name string
+	run  func(ctx context.Context, factory informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error
+}
+
+// runControllers runs every controller until ctx ends (the lease is lost
+// or the server stops) and returns only when all of them have stopped, so
+// a new leader never overlaps with this one.
+func (l *loops) runControllers(ctx context.Context) {
+	factory := informers.NewSharedInformerFactory(l.controllers, 10*time.Minute)
+	defer factory.Shutdown()
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: l.controllers.CoreV1().Events("")})
+	defer events.Shutdown()
+	var wg sync.WaitGroup
+	for _, c := range l.controllerList() {
+		rec := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c.name})
+		log := l.log.With("controller", c.name)
+		wg.Go(func() {
+			if err := c.run(ctx, factory, rec, log); err != nil && ctx.Err() == nil {
+				log.Error("controller stopped", "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (l *loops) controllerList() []controller {
+	client, meta := l.controllers, l.meta
+	return []controller{
+		{"garbage-collector-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return garbagecollector.Run(ctx, garbagecollector.Config{Metadata: meta, Discovery: client.Discovery(), Logger: log})
+		}},
+		{"namespace-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return namespace.Run(ctx, namespace.Config{Client: client, Metadata: meta, Discovery: client.Discovery(), Logger: log})
+		}},
+		{"clusterrole-aggregation-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return clusterroleaggregation.Run(ctx, clusterroleaggregation.Config{Client: client, Logger: log})
+		}},
+		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.bundle.CACertPEM(), Logger: log})
+		}},
+	}
+}
+
+// runScheduler runs the scheduler until ctx ends.
+func (l *loops) runScheduler(ctx context.Context) {
+	<-ctx.Done()
+}
