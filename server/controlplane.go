@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -19,9 +22,14 @@ import (
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/certs"
+	"skiff/server/controller/certsigning"
 	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/eventttl"
 	"skiff/server/controller/garbagecollector"
 	"skiff/server/controller/namespace"
+	"skiff/server/controller/nodeipam"
+	"skiff/server/controller/nodelifecycle"
+	"skiff/server/controller/podgc"
 	"skiff/server/controller/serviceaccount"
 	"skiff/server/leaderelect"
 )
@@ -35,7 +43,9 @@ const (
 // loops is what the control loops need from the server.
 type loops struct {
 	cfg         Config
-	bundle      *certs.Bundle
+	caPEM       []byte
+	caCert      *x509.Certificate
+	caKey       crypto.Signer
 	clusterCIDR *net.IPNet
 	// controllers and scheduler reach the API in-process under their own
 	// identities, so RBAC and admission apply to them as to any client.
@@ -49,16 +59,20 @@ type loops struct {
 // startControlLoops starts the controller manager and the scheduler, each
 // behind its own Lease, as goroutines that end with ctx.
 func startControlLoops(ctx context.Context, cfg Config, api *apiserver.Server, bundle *certs.Bundle, log *slog.Logger) error {
-	l, err := newLoops(cfg, api, bundle, log)
+	caCert, caKey := bundle.CA()
+	l, err := newLoops(cfg, api.Transport, log)
 	if err != nil {
 		return err
 	}
+	l.caPEM, l.caCert, l.caKey = bundle.CACertPEM(), caCert, caKey
 	l.start(ctx)
 	return nil
 }
 
-func newLoops(cfg Config, api *apiserver.Server, bundle *certs.Bundle, log *slog.Logger) (*loops, error) {
-	l := &loops{cfg: cfg, bundle: bundle, log: log}
+// newLoops makes the clients of the control loops; transport reaches the
+// API server as a given user.
+func newLoops(cfg Config, transport func(*auth.User) http.RoundTripper, log *slog.Logger) (*loops, error) {
+	l := &loops{cfg: cfg, log: log}
 	if cfg.ClusterCIDR != "" {
 		_, n, err := net.ParseCIDR(cfg.ClusterCIDR)
 		if err != nil {
@@ -69,13 +83,13 @@ func newLoops(cfg Config, api *apiserver.Server, bundle *certs.Bundle, log *slog
 	cm := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
 	sched := &auth.User{Name: "system:kube-scheduler", Groups: []string{auth.GroupAuthenticated}}
 	var err error
-	if l.controllers, err = kubernetes.NewForConfig(inProcessConfig(api.Transport(cm))); err != nil {
+	if l.controllers, err = kubernetes.NewForConfig(inProcessConfig(transport(cm))); err != nil {
 		return nil, err
 	}
-	if l.meta, err = metadata.NewForConfig(inProcessConfig(api.Transport(cm))); err != nil {
+	if l.meta, err = metadata.NewForConfig(inProcessConfig(transport(cm))); err != nil {
 		return nil, err
 	}
-	if l.scheduler, err = kubernetes.NewForConfig(inProcessConfig(api.Transport(sched))); err != nil {
+	if l.scheduler, err = kubernetes.NewForConfig(inProcessConfig(transport(sched))); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -139,8 +153,29 @@ func (l *loops) controllerList() []controller {
 		{"clusterrole-aggregation-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return clusterroleaggregation.Run(ctx, clusterroleaggregation.Config{Client: client, Logger: log})
 		}},
+		{"node-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			grace := l.cfg.NodeMonitorGracePeriod
+			return nodelifecycle.Run(ctx, nodelifecycle.Config{Client: client, Informers: f, Recorder: rec, Logger: log,
+				NodeMonitorGracePeriod: grace, NodeMonitorPeriod: monitorPeriod(grace)})
+		}},
+		{"node-ipam-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return nodeipam.Run(ctx, nodeipam.Config{Client: client, Informers: f, Recorder: rec, Logger: log, ClusterCIDR: l.clusterCIDR})
+		}},
+		{"pod-garbage-collector", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return podgc.Run(ctx, podgc.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"event-ttl-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return eventttl.Run(ctx, eventttl.Config{Client: client, Logger: log})
+		}},
+		{"certificate-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			if l.caCert == nil {
+				<-ctx.Done()
+				return nil
+			}
+			return certsigning.Run(ctx, certsigning.Config{Client: client, Informers: f, Recorder: rec, Logger: log, CACert: l.caCert, CAKey: l.caKey})
+		}},
 		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
-			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.bundle.CACertPEM(), Logger: log})
+			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.caPEM, Logger: log})
 		}},
 	}
 }
@@ -148,4 +183,13 @@ func (l *loops) controllerList() []controller {
 // runScheduler runs the scheduler until ctx ends.
 func (l *loops) runScheduler(ctx context.Context) {
 	<-ctx.Done()
+}
+
+// monitorPeriod is how often node health is checked: upstream's 5 s, or
+// more often when the grace period is short (tests use seconds).
+func monitorPeriod(grace time.Duration) time.Duration {
+	if grace <= 0 {
+		return 0
+	}
+	return min(5*time.Second, max(grace/4, 200*time.Millisecond))
 }

@@ -102,7 +102,10 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), q.info.Name,
 			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldAcc.GetUID()))
 	}
-	if q.info.Subresource == "status" {
+	if csr, ok := csrForUpdate(q.info.Subresource, obj, old); ok {
+		obj = csr
+		acc, _ = meta.Accessor(obj)
+	} else if q.info.Subresource == "status" {
 		// Status writes change only status; everything else stays as stored.
 		fresh := old.DeepCopyObject()
 		copyStatus(fresh, obj)
@@ -130,7 +133,7 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		return nil, err
 	}
 	if q.res.ValidateUpdate != nil {
-		if errs := q.res.ValidateUpdate(obj, old); len(errs) > 0 {
+		if errs := append(q.res.ValidateUpdate(obj, old), validateCSRConditions(obj, old)...); len(errs) > 0 {
 			s.release(ctx, q, obj, old)
 			return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), acc.GetName(), errs)
 		}

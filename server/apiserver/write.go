@@ -116,6 +116,7 @@ func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Objec
 		return nil, err
 	}
 	prepareForCreate(q.res, obj, acc)
+	stampCSRRequester(ctx, obj)
 	obj = s.trackUpdate(q, q.res.New(), obj)
 	acc, _ = meta.Accessor(obj)
 	if err := s.admit(ctx, q, OpCreate, obj, nil, dry); err != nil {

@@ -324,6 +324,10 @@ func (b *Bundle) IssueServingCert(cn string, dnsNames []string, ips []net.IP, tt
 // chains to, so renewing an intermediate keeps join tokens valid.
 func (b *Bundle) CAHash() string { return caHash(b.caPEM) }
 
+// CA is the cluster CA's certificate and key, for the controller that
+// signs approved CertificateSigningRequests.
+func (b *Bundle) CA() (*x509.Certificate, crypto.Signer) { return b.ca.cert, b.ca.key }
+
 func caHash(bundle []byte) string {
 	hashed := bundle
 	if certs, err := parseCertsPEM(bundle); err == nil && len(certs) > 1 {
