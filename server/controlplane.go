@@ -24,6 +24,9 @@ import (
 	"skiff/server/certs"
 	"skiff/server/controller/certsigning"
 	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/disruption"
+	"skiff/server/controller/endpoints"
+	"skiff/server/controller/endpointslice"
 	"skiff/server/controller/eventttl"
 	"skiff/server/controller/garbagecollector"
 	"skiff/server/controller/namespace"
@@ -31,6 +34,7 @@ import (
 	"skiff/server/controller/nodelifecycle"
 	"skiff/server/controller/podgc"
 	"skiff/server/controller/serviceaccount"
+	"skiff/server/controller/servicelb"
 	"skiff/server/leaderelect"
 )
 
@@ -173,6 +177,18 @@ func (l *loops) controllerList() []controller {
 				return nil
 			}
 			return certsigning.Run(ctx, certsigning.Config{Client: client, Informers: f, Recorder: rec, Logger: log, CACert: l.caCert, CAKey: l.caKey})
+		}},
+		{"endpointslice-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return endpointslice.Run(ctx, endpointslice.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"endpoint-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return endpoints.Run(ctx, endpoints.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"service-lb-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return servicelb.Run(ctx, servicelb.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"disruption-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return disruption.Run(ctx, disruption.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
 		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.caPEM, Logger: log})

@@ -90,7 +90,7 @@ func Builtin(h Hooks) []*Resource {
 		// coordination.k8s.io/v1
 		row[coordinationv1.Lease, coordinationv1.LeaseList]("coordination.k8s.io", "v1", "leases", "lease", "Lease", nsScope),
 		// discovery.k8s.io/v1
-		with(row[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList]("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", nsScope), fields(endpointSliceFields)),
+		with(row[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList]("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", nsScope), generation, fields(endpointSliceFields)),
 		// events.k8s.io/v1
 		row[eventsv1.Event, eventsv1.EventList]("events.k8s.io", "v1", "events", "event", "Event", nsScope, "ev"),
 		// networking.k8s.io/v1
