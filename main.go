@@ -85,6 +85,7 @@ func newServerCommand() *cobra.Command {
 	f.StringVar(&mode, "write-kubeconfig-mode", "0600", "file mode of the admin kubeconfig")
 	f.DurationVar(&cfg.MinTokenExpiration, "service-account-min-token-expiration", 10*time.Minute, "shortest service-account token lifetime a TokenRequest may ask for")
 	f.DurationVar(&cfg.CompactInterval, "compact-interval", 5*time.Minute, "how often to compact store history; each compaction keeps one interval (0 disables)")
+	f.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address in-cluster clients reach the API server at (default: the host's first address)")
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.42.0.0/16", "pod IP range; each node gets a /24 of it as spec.podCIDR")
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) with the scheduler's profiles")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node may go without renewing its Lease before it is marked Unknown and tainted")

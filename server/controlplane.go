@@ -24,6 +24,7 @@ import (
 	"skiff/server/certs"
 	"skiff/server/controller/certsigning"
 	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/daemonset"
 	"skiff/server/controller/disruption"
 	"skiff/server/controller/endpoints"
 	"skiff/server/controller/endpointslice"
@@ -35,6 +36,7 @@ import (
 	"skiff/server/controller/podgc"
 	"skiff/server/controller/serviceaccount"
 	"skiff/server/controller/servicelb"
+	"skiff/server/controller/statefulset"
 	"skiff/server/leaderelect"
 )
 
@@ -189,6 +191,12 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"disruption-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return disruption.Run(ctx, disruption.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"daemonset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return daemonset.Run(ctx, daemonset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"statefulset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return statefulset.Run(ctx, statefulset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
 		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.caPEM, Logger: log})

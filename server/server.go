@@ -58,6 +58,9 @@ type Config struct {
 	// MinTokenExpiration is the shortest service-account token lifetime a
 	// TokenRequest may ask for (default 10 minutes, as upstream).
 	MinTokenExpiration time.Duration
+	// AdvertiseAddress is the address the kubernetes Service sends in-cluster
+	// clients to (default: the host's first global unicast address).
+	AdvertiseAddress string
 	// ClusterCIDR is the pod address range node IPAM hands out /24s from.
 	ClusterCIDR string
 	// SchedulerConfig is a KubeSchedulerConfiguration file ("" = defaults).
@@ -180,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	system := &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
-	if err := bootstrap(ctx, api.Transport(system), serviceIP, ln.Addr().(*net.TCPAddr).Port); err != nil {
+	if err := bootstrap(ctx, api.Transport(system), serviceIP, advertiseAddress(cfg.AdvertiseAddress), ln.Addr().(*net.TCPAddr).Port); err != nil {
 		ln.Close()
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -233,6 +236,18 @@ func firstIP(n *net.IPNet) net.IP {
 	ip := append(net.IP(nil), n.IP...)
 	ip[len(ip)-1]++
 	return ip
+}
+
+// advertiseAddress is the configured address, else the host's first
+// address, else loopback (a machine without a network).
+func advertiseAddress(configured string) net.IP {
+	if ip := net.ParseIP(configured); ip != nil {
+		return ip
+	}
+	if addrs := hostAddresses(); len(addrs) > 0 {
+		return addrs[0]
+	}
+	return net.IPv4(127, 0, 0, 1)
 }
 
 // hostAddresses are the machine's global unicast addresses, for the serving
