@@ -25,6 +25,7 @@ import (
 	"skiff/server/controller/certsigning"
 	"skiff/server/controller/clusterroleaggregation"
 	"skiff/server/controller/daemonset"
+	"skiff/server/controller/deployment"
 	"skiff/server/controller/disruption"
 	"skiff/server/controller/endpoints"
 	"skiff/server/controller/endpointslice"
@@ -34,6 +35,7 @@ import (
 	"skiff/server/controller/nodeipam"
 	"skiff/server/controller/nodelifecycle"
 	"skiff/server/controller/podgc"
+	"skiff/server/controller/replicaset"
 	"skiff/server/controller/serviceaccount"
 	"skiff/server/controller/servicelb"
 	"skiff/server/controller/statefulset"
@@ -191,6 +193,12 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"disruption-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return disruption.Run(ctx, disruption.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"replicaset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return replicaset.Run(ctx, replicaset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"deployment-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return deployment.Run(ctx, deployment.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
 		{"daemonset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return daemonset.Run(ctx, daemonset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})

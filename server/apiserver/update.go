@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,12 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		// Status writes change only status; everything else stays as stored.
 		fresh := old.DeepCopyObject()
 		copyStatus(fresh, obj)
+		if d, ok := fresh.(*appsv1.Deployment); ok {
+			// Upstream's deployment status strategy keeps everything but
+			// spec and labels; the deployment controller writes its
+			// revision annotation along with the status.
+			d.Annotations = obj.(*appsv1.Deployment).Annotations
+		}
 		obj = fresh
 		acc, _ = meta.Accessor(obj)
 	} else if q.res.Status {

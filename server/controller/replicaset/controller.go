@@ -1,0 +1,310 @@
+// Package replicaset keeps the number of pods each ReplicaSet asks for
+// (upstream's replicaset controller). It creates pods from the template in
+// slow-start batches, deletes the least valuable ones first when there are
+// too many, adopts matching orphans and releases pods whose labels stopped
+// matching, and reports counts and a ReplicaFailure condition in status.
+package replicaset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+const (
+	// defaultWorkers matches upstream's --concurrent-replicaset-syncs.
+	defaultWorkers = 5
+	// defaultBurstReplicas caps the pods one sync creates or deletes, so a
+	// ReplicaSet scaled to thousands does not flood the API server in one
+	// go and other ReplicaSets get their turn.
+	defaultBurstReplicas = 500
+)
+
+var controllerKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+
+// Config wires the controller.
+type Config struct {
+	Client kubernetes.Interface
+	// Informers is shared with the other controllers; the ReplicaSet and
+	// Pod informers are taken from it.
+	Informers informers.SharedInformerFactory
+	// Recorder records the SuccessfulCreate/SuccessfulDelete/FailedCreate
+	// events on ReplicaSets.
+	Recorder record.EventRecorder
+	Logger   *slog.Logger
+	// Workers is how many ReplicaSets are synced at once (5 when zero).
+	Workers int
+	// BurstReplicas caps the pods created or deleted per sync (500 when
+	// zero).
+	BurstReplicas int
+}
+
+type controller struct {
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	log      *slog.Logger
+	burst    int
+	rsLister appslisters.ReplicaSetLister
+	pods     corelisters.PodLister
+	queue    workqueue.TypedRateLimitingInterface[string]
+	exp      *expectations
+}
+
+// Run keeps ReplicaSets supplied with pods until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Client == nil || cfg.Informers == nil || cfg.Recorder == nil {
+		return errors.New("replicaset controller: Client, Informers and Recorder are required")
+	}
+	c := &controller{
+		client:   cfg.Client,
+		recorder: cfg.Recorder,
+		log:      cfg.Logger,
+		burst:    cfg.BurstReplicas,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"}),
+		exp: newExpectations(),
+	}
+	defer c.queue.ShutDown()
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.burst <= 0 {
+		c.burst = defaultBurstReplicas
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = defaultWorkers
+	}
+	rsInf := cfg.Informers.Apps().V1().ReplicaSets()
+	podInf := cfg.Informers.Core().V1().Pods()
+	c.rsLister, c.pods = rsInf.Lister(), podInf.Lister()
+	rsReg, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
+		DeleteFunc: c.deleteRS,
+	})
+	if err != nil {
+		return fmt.Errorf("replicaset informer: %w", err)
+	}
+	defer func() { _ = rsInf.Informer().RemoveEventHandler(rsReg) }()
+	podReg, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: c.deletePod,
+	})
+	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	defer func() { _ = podInf.Informer().RemoveEventHandler(podReg) }()
+	cfg.Informers.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), rsReg.HasSynced, podReg.HasSynced) {
+		return ctx.Err()
+	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// processNext syncs one queued ReplicaSet; it reports false once the queue
+// is shut down.
+func (c *controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: the failure is the cancellation's.
+			return true
+		}
+		if apierrors.IsConflict(err) {
+			// A cache behind our own writes; the retry reads anew.
+			c.log.Debug("replicaset sync conflict", "replicaset", key, "err", err)
+		} else {
+			c.log.Warn("replicaset sync", "replicaset", key, "err", err)
+		}
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err == nil {
+		c.queue.Add(key)
+	}
+}
+
+func (c *controller) enqueueAfter(rs *appsv1.ReplicaSet, d time.Duration) {
+	if key, err := cache.MetaNamespaceKeyFunc(rs); err == nil {
+		c.queue.AddAfter(key, d)
+	}
+}
+
+func (c *controller) deleteRS(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	// A ReplicaSet recreated under the same name must not inherit the
+	// outstanding expectations of the deleted one.
+	c.exp.forget(key)
+	c.queue.Add(key)
+}
+
+// resolveControllerRef returns the ReplicaSet a controller reference
+// points to, or nil when it is not one of ours or names a ReplicaSet that
+// has since been replaced by another with the same name.
+func (c *controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
+	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+		return nil
+	}
+	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		return nil
+	}
+	return rs
+}
+
+// replicaSetsSelecting lists the ReplicaSets whose selector matches the
+// pod: the candidates to adopt an orphan.
+func (c *controller) replicaSetsSelecting(pod *corev1.Pod) []*appsv1.ReplicaSet {
+	if len(pod.Labels) == 0 {
+		return nil
+	}
+	list, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*appsv1.ReplicaSet
+	for _, rs := range list {
+		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+func (c *controller) addPod(obj any) {
+	pod := obj.(*corev1.Pod)
+	if pod.DeletionTimestamp != nil {
+		// Seen for the first time already terminating (e.g. after a
+		// restart): it must not count as a pending creation.
+		c.deletePod(pod)
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if rs := c.resolveControllerRef(pod.Namespace, ref); rs != nil {
+			key, _ := cache.MetaNamespaceKeyFunc(rs)
+			c.exp.creationObserved(key)
+			c.queue.Add(key)
+		}
+		return
+	}
+	// An orphan: every ReplicaSet that selects it gets a chance to adopt.
+	for _, rs := range c.replicaSetsSelecting(pod) {
+		c.enqueue(rs)
+	}
+}
+
+func (c *controller) updatePod(oldObj, curObj any) {
+	old, cur := oldObj.(*corev1.Pod), curObj.(*corev1.Pod)
+	if old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	labelChanged := !reflect.DeepEqual(old.Labels, cur.Labels)
+	if cur.DeletionTimestamp != nil {
+		// A terminating pod is gone as far as counting goes; observe it
+		// now rather than when the kubelet finally removes it.
+		c.deletePod(cur)
+		if labelChanged {
+			c.deletePod(old)
+		}
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOf(cur), metav1.GetControllerOf(old)
+	refChanged := !reflect.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if rs := c.resolveControllerRef(old.Namespace, oldRef); rs != nil {
+			c.enqueue(rs)
+		}
+	}
+	if curRef != nil {
+		rs := c.resolveControllerRef(cur.Namespace, curRef)
+		if rs == nil {
+			return
+		}
+		c.enqueue(rs)
+		if !podReady(old) && podReady(cur) && rs.Spec.MinReadySeconds > 0 {
+			// Available only minReadySeconds after turning ready: look again
+			// then, or status would wait for some unrelated event.
+			c.enqueueAfter(rs, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
+		}
+		return
+	}
+	if labelChanged || refChanged {
+		for _, rs := range c.replicaSetsSelecting(cur) {
+			c.enqueue(rs)
+		}
+	}
+}
+
+func (c *controller) deletePod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
+			return
+		}
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return
+	}
+	rs := c.resolveControllerRef(pod.Namespace, ref)
+	if rs == nil {
+		return
+	}
+	key, _ := cache.MetaNamespaceKeyFunc(rs)
+	c.exp.deletionObserved(key, podKey(pod))
+	c.queue.Add(key)
+}
+
+func podKey(pod *corev1.Pod) string {
+	return pod.Namespace + "/" + pod.Name
+}
