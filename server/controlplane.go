@@ -24,6 +24,7 @@ import (
 	"skiff/server/certs"
 	"skiff/server/controller/certsigning"
 	"skiff/server/controller/clusterroleaggregation"
+	"skiff/server/controller/cronjob"
 	"skiff/server/controller/daemonset"
 	"skiff/server/controller/deployment"
 	"skiff/server/controller/disruption"
@@ -31,6 +32,7 @@ import (
 	"skiff/server/controller/endpointslice"
 	"skiff/server/controller/eventttl"
 	"skiff/server/controller/garbagecollector"
+	"skiff/server/controller/job"
 	"skiff/server/controller/namespace"
 	"skiff/server/controller/nodeipam"
 	"skiff/server/controller/nodelifecycle"
@@ -39,6 +41,7 @@ import (
 	"skiff/server/controller/serviceaccount"
 	"skiff/server/controller/servicelb"
 	"skiff/server/controller/statefulset"
+	"skiff/server/controller/ttlafterfinished"
 	"skiff/server/leaderelect"
 )
 
@@ -205,6 +208,15 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"statefulset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return statefulset.Run(ctx, statefulset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"job-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return job.Run(ctx, job.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"cronjob-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return cronjob.Run(ctx, cronjob.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"ttl-after-finished-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return ttlafterfinished.Run(ctx, ttlafterfinished.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
 		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.caPEM, Logger: log})
