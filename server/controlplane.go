@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +44,7 @@ import (
 	"skiff/server/controller/statefulset"
 	"skiff/server/controller/ttlafterfinished"
 	"skiff/server/leaderelect"
+	"skiff/server/scheduler"
 )
 
 // Lease names as upstream, so tools that look for them find them.
@@ -63,6 +65,8 @@ type loops struct {
 	controllers, scheduler kubernetes.Interface
 	meta                   metadata.Interface
 	log                    *slog.Logger
+	// schedulerSettings are the profiles from --scheduler-config.
+	schedulerSettings scheduler.Settings
 	// election tunes leader election (zero values: upstream's defaults).
 	election leaderelect.Config
 }
@@ -84,6 +88,11 @@ func startControlLoops(ctx context.Context, cfg Config, api *apiserver.Server, b
 // API server as a given user.
 func newLoops(cfg Config, transport func(*auth.User) http.RoundTripper, log *slog.Logger) (*loops, error) {
 	l := &loops{cfg: cfg, log: log}
+	settings, err := scheduler.LoadConfig(cfg.SchedulerConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	l.schedulerSettings = settings
 	if cfg.ClusterCIDR != "" {
 		_, n, err := net.ParseCIDR(cfg.ClusterCIDR)
 		if err != nil {
@@ -93,7 +102,6 @@ func newLoops(cfg Config, transport func(*auth.User) http.RoundTripper, log *slo
 	}
 	cm := &auth.User{Name: "system:kube-controller-manager", Groups: []string{auth.GroupAuthenticated}}
 	sched := &auth.User{Name: "system:kube-scheduler", Groups: []string{auth.GroupAuthenticated}}
-	var err error
 	if l.controllers, err = kubernetes.NewForConfig(inProcessConfig(transport(cm))); err != nil {
 		return nil, err
 	}
@@ -224,9 +232,22 @@ func (l *loops) controllerList() []controller {
 	}
 }
 
-// runScheduler runs the scheduler until ctx ends.
+// runScheduler runs the scheduler until ctx ends (the lease is lost or the
+// server stops).
 func (l *loops) runScheduler(ctx context.Context) {
-	<-ctx.Done()
+	factory := informers.NewSharedInformerFactory(l.scheduler, 10*time.Minute)
+	defer factory.Shutdown()
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: l.scheduler.CoreV1().Events("")})
+	defer events.Shutdown()
+	err := scheduler.Run(ctx, scheduler.Config{
+		Client: l.scheduler, Informers: factory, Settings: l.schedulerSettings,
+		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"}),
+		Logger:   l.log.With("component", "scheduler"),
+	})
+	if err != nil && ctx.Err() == nil {
+		l.log.Error("scheduler stopped", "err", err)
+	}
 }
 
 // monitorPeriod is how often node health is checked: upstream's 5 s, or

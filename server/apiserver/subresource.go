@@ -213,6 +213,22 @@ func (s *Server) newScale(q *request, cur runtime.Object, body []byte) (*autosca
 	return &want, nil
 }
 
+// bindable checks a Binding's preconditions against the stored pod: a pod
+// deleted and recreated under the same name while a bind was in flight must
+// not inherit the node chosen for its predecessor.
+func bindable(q *request, pod *corev1.Pod, b *corev1.Binding) error {
+	gr := q.res.GVR().GroupResource()
+	switch {
+	case b.UID != "" && pod.UID != b.UID:
+		return apierrors.NewConflict(gr, pod.Name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", b.UID, pod.UID))
+	case b.ResourceVersion != "" && pod.ResourceVersion != b.ResourceVersion:
+		return apierrors.NewConflict(gr, pod.Name, fmt.Errorf("precondition failed: resourceVersion in precondition: %v, resourceVersion in object meta: %v", b.ResourceVersion, pod.ResourceVersion))
+	case len(pod.Spec.SchedulingGates) != 0:
+		return apierrors.NewConflict(gr, pod.Name, fmt.Errorf("pod %v has non-empty .spec.schedulingGates", pod.Name))
+	}
+	return nil
+}
+
 // bind assigns a pod to a node (the scheduler's write), refusing a pod that
 // is already bound.
 func (s *Server) bind(q *request) {
@@ -235,6 +251,15 @@ func (s *Server) bind(q *request) {
 		}
 		if pod.Spec.NodeName != "" {
 			return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+		}
+		if err := bindable(q, pod, &b); err != nil {
+			return nil, err
+		}
+		for k, v := range b.Annotations {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = v
 		}
 		pod.Spec.NodeName = b.Target.Name
 		setPodScheduled(pod)
