@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -46,12 +47,20 @@ func startFakeKubelets(t *testing.T, ctx context.Context, cs kubernetes.Interfac
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
 		}
-		created, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("register node %s: %v", name, err)
 		}
-		created.Status = nodeStatus(fmt.Sprintf("10.99.0.%d", i+1))
-		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		// Controllers (node IPAM) write the new node too: retry on conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status = nodeStatus(fmt.Sprintf("10.99.0.%d", i+1))
+			_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatalf("node %s status: %v", name, err)
 		}
 	}
@@ -112,20 +121,17 @@ func (k *fakeKubelets) restart(ctx context.Context, node string) {
 	k.mu.Lock()
 	delete(k.stopped, node)
 	k.mu.Unlock()
-	for attempt := 0; ; attempt++ {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := k.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil {
-			fresh := nodeStatus(n.Status.Addresses[0].Address)
-			n.Status.Conditions = fresh.Conditions
-			_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) || attempt > 10 {
-			k.t.Errorf("restart node %s: %v", node, err)
-			return
-		}
+		n.Status.Conditions = nodeStatus(n.Status.Addresses[0].Address).Conditions
+		_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		k.t.Errorf("restart node %s: %v", node, err)
 	}
 }
 

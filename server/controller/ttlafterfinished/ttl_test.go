@@ -90,6 +90,12 @@ func (r *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ,
 	r.Eventf(obj, typ, reason, format, args...)
 }
 
+func (r *eventLog) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reasons)
+}
+
 func (r *eventLog) has(reason string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -187,8 +193,12 @@ func TestTTL_FinishedJobDeletedForegroundOnceTTLPassed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("job not deleted after its TTL: %v", err)
 	}
-	if !c.events.has("TTLExpired") {
-		t.Errorf("no TTLExpired event: %v", c.events.reasons)
+	// The event follows the deletion: wait for it too.
+	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.events.has("TTLExpired"), nil
+	})
+	if err != nil {
+		t.Errorf("no TTLExpired event: %v", c.events.list())
 	}
 }
 
