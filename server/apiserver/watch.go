@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"skiff/server/storage"
@@ -79,10 +81,16 @@ func (s *Server) watch(q *request) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	flusher, _ := q.w.(http.Flusher)
-	q.w.Header().Set("Content-Type", "application/json")
+	enc := &eventEncoder{s: s, q: q, table: out == outTable, partial: out == outPartialMetadata}
+	_, canProto := q.res.New().(protoMarshaler)
+	enc.proto = out == outProtobuf && canProto
+	if enc.proto {
+		q.w.Header().Set("Content-Type", protobufType+";stream=watch")
+	} else {
+		q.w.Header().Set("Content-Type", "application/json")
+	}
 	q.w.Header().Set("Cache-Control", "no-cache, private")
 	q.w.WriteHeader(http.StatusOK)
-	enc := &eventEncoder{s: s, q: q, table: out == outTable, partial: out == outPartialMetadata}
 	for _, ev := range w.Initial() {
 		if !enc.write(ev) {
 			return
@@ -111,17 +119,23 @@ func (s *Server) watch(q *request) {
 	}
 }
 
-// eventEncoder writes watch events as JSON lines.
+// eventEncoder writes watch events as JSON lines, or as length-prefixed
+// protobuf WatchEvents for clients that prefer protobuf (client-go's typed
+// informers): decoding JSON is most of what a watching client spends.
 type eventEncoder struct {
 	s       *Server
 	q       *request
 	table   bool
 	partial bool // metadata-only clients: PartialObjectMetadata objects
+	proto   bool
 	defined bool // column definitions already sent (Table watches)
 	buf     bytes.Buffer
 }
 
 func (e *eventEncoder) write(ev storage.Event) bool {
+	if e.proto {
+		return e.writeProto(ev)
+	}
 	obj, ok := e.object(ev)
 	if !ok {
 		return true
@@ -175,4 +189,54 @@ func (e *eventEncoder) bookmark(ev storage.Event) []byte {
 	}
 	b, _ := json.Marshal(obj)
 	return b
+}
+
+// writeProto writes one event as upstream's protobuf watch stream frames
+// it: a 4-byte big-endian length, then a metav1.WatchEvent whose object is
+// the object's own protobuf wire format (magic, type envelope, message).
+func (e *eventEncoder) writeProto(ev storage.Event) bool {
+	var obj []byte
+	var ok bool
+	if ev.Type == watch.Bookmark {
+		obj, ok = e.protoBookmark(ev)
+	} else {
+		obj, ok = protoObject(e.q.res, ev.Entry)
+	}
+	if !ok {
+		return true
+	}
+	we := metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: obj}}
+	b, err := we.Marshal()
+	if err != nil {
+		return true
+	}
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(len(b)))
+	e.buf.Reset()
+	e.buf.Write(size[:])
+	e.buf.Write(b)
+	_, err = e.q.w.Write(e.buf.Bytes())
+	return err == nil
+}
+
+func (e *eventEncoder) protoBookmark(ev storage.Event) ([]byte, bool) {
+	obj := e.q.res.New()
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, false
+	}
+	acc.SetResourceVersion(strconv.FormatInt(ev.Entry.Rev, 10))
+	if ev.InitialEventsEnd {
+		acc.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	}
+	m, ok := obj.(protoMarshaler)
+	if !ok {
+		return nil, false
+	}
+	raw, err := m.Marshal()
+	if err != nil {
+		return nil, false
+	}
+	out, err := envelope(e.q.res.GroupVersion(), e.q.res.Kind, raw)
+	return out, err == nil
 }

@@ -96,14 +96,26 @@ type UpdateFunc func(current runtime.Object) (runtime.Object, error)
 
 // GuaranteedUpdate reads the object, applies fn and writes the result with
 // compare-and-swap, retrying on conflict: the read-modify-write every patch
-// and status update needs.
+// and status update needs. The first attempt starts from the watch cache's
+// decoded copy, sparing a store read and a decode; the write's CAS catches
+// a stale copy, and whatever fn decided from one (an error, no change) is
+// decided again from the store before it counts.
 func (s *Storage) GuaranteedUpdate(ctx context.Context, res *registry.Resource, namespace, name string, fn UpdateFunc) (*Entry, error) {
+	cur := s.cache.Get(res, namespace, name)
+	fresh := cur == nil
 	for attempt := 0; ; attempt++ {
-		cur, err := s.Get(ctx, res, namespace, name)
-		if err != nil {
-			return nil, err
+		if cur == nil {
+			var err error
+			if cur, err = s.Get(ctx, res, namespace, name); err != nil {
+				return nil, err
+			}
+			fresh = true
 		}
 		next, err := fn(cur.Obj.DeepCopyObject())
+		if (err != nil || next == nil) && !fresh {
+			cur = nil
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -117,6 +129,7 @@ func (s *Storage) GuaranteedUpdate(ctx context.Context, res *registry.Resource, 
 		if ctx.Err() != nil {
 			return nil, APIError(ctx.Err(), res, name)
 		}
+		cur = nil
 	}
 }
 

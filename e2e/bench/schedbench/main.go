@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 const (
@@ -211,8 +212,18 @@ func (b *bench) setUpNodes(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("create node %s: %w", name, err)
 		}
-		n.Status = readyStatus()
-		if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		// Node IPAM writes new nodes too (their podCIDR).
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n.Status = readyStatus()
+			_, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if cur, gerr := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+					n = cur
+				}
+			}
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("node %s status: %w", name, err)
 		}
 		return b.renewLease(ctx, c, name)
