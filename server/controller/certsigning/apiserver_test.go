@@ -13,36 +13,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 // start runs the controller with authority until the test ends.
 func start(t *testing.T, client kubernetes.Interface, authority *ca, cfg Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(client, 0)
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	cfg.Client, cfg.Informers, cfg.CACert, cfg.CAKey = client, factory, authority.cert, authority.key
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	cfg.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "csrsigning"})
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-		b.Shutdown()
-	})
+	cfg.Client, cfg.Informers, cfg.CACert, cfg.CAKey = client, controllertest.Informers(t, client), authority.cert, authority.key
+	cfg.Logger = controllertest.Logger(t, slog.LevelInfo)
+	cfg.Recorder = controllertest.APIRecorder(t, client, "csrsigning")
+	controllertest.Run(t, context.Background(), func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
 func createCSR(t *testing.T, client kubernetes.Interface, name, signer, username string, tmpl *x509.CertificateRequest, usages []certv1.KeyUsage, expiration time.Duration) {
@@ -119,26 +102,19 @@ func verify(t *testing.T, csr *certv1.CertificateSigningRequest, authority *ca, 
 func waitEvent(t *testing.T, client kubernetes.Interface, csr, reason string) corev1.Event {
 	t.Helper()
 	var got corev1.Event
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	controllertest.Eventually(t, t.Context(), 20*time.Second, func(ctx context.Context) (bool, error) {
 		evs, err := client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + csr + ",reason=" + reason})
 		if err != nil || len(evs.Items) == 0 {
 			return false, err
 		}
 		got = evs.Items[0]
 		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for a %s event about CSR %s: %v", reason, csr, err)
-	}
+	}, "a %s event about CSR %s", reason, csr)
 	return got
 }
 
 func TestCertSigning_AgainstAPIServer_ApprovedSignedNonConformingFailed(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	if _, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	client := controllertest.Start(t, controllertest.Options{Namespaces: []string{metav1.NamespaceDefault}}).Client
 	authority := testCA(t, time.Now().Add(10*365*24*time.Hour))
 	// Pending and denied requests are never signed; created first, they
 	// are looked at before the ones waited for below.

@@ -30,7 +30,8 @@ import (
 	certlisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultDuration is how long issued certificates live unless the
@@ -89,40 +90,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "certsigning"})
+	q := worker.New(worker.Config{Name: "certsigning", Log: c.log, Message: "certificate signing request", Noun: "csr"})
 	defer q.ShutDown()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			q.Add(key)
-		}
-	}
-	inf := cfg.Informers.Certificates().V1().CertificateSigningRequests().Informer()
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
+	synced, unsubscribe, err := worker.Subscribe(worker.Subscription{
+		Informer: cfg.Informers.Certificates().V1().CertificateSigningRequests().Informer(),
+		Handler:  cache.ResourceEventHandlerFuncs{AddFunc: q.Enqueue, UpdateFunc: q.EnqueueUpdate},
+	})
 	if err != nil {
 		return fmt.Errorf("certsigning: watch CSRs: %w", err)
 	}
-	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, reg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
-	for {
-		name, quit := q.Get()
-		if quit {
-			return nil
-		}
-		if err := c.sync(ctx, name); err != nil {
-			c.log.Warn("certificate signing request", "csr", name, "err", err)
-			q.AddRateLimited(name)
-		} else {
-			q.Forget(name)
-		}
-		q.Done(name)
-	}
+	q.Run(ctx, 1, c.sync)
+	return nil
 }
 
 func newController(cfg Config) (*controller, error) {

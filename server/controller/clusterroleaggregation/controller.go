@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	listers "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"skiff/server/auth/rbac"
+	"skiff/server/controller/worker"
 )
 
 // Config wires the controller.
@@ -37,7 +37,7 @@ func Run(ctx context.Context, cfg Config) error {
 	factory := informers.NewSharedInformerFactory(cfg.Client, 10*time.Minute)
 	inf := factory.Rbac().V1().ClusterRoles().Informer()
 	lister := factory.Rbac().V1().ClusterRoles().Lister()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	q := worker.New(worker.Config{Log: log, Message: "cluster role aggregation", Noun: "clusterrole"})
 	defer q.ShutDown()
 	// Any change may matter to any aggregated role: requeue them all.
 	requeue := func(any) {
@@ -56,23 +56,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
-	for {
-		name, quit := q.Get()
-		if quit {
-			return nil
-		}
-		if err := sync(ctx, cfg.Client, lister, name); err != nil {
-			log.Warn("cluster role aggregation", "clusterrole", name, "err", err)
-			q.AddRateLimited(name)
-		} else {
-			q.Forget(name)
-		}
-		q.Done(name)
-	}
+	q.Run(ctx, 1, func(ctx context.Context, name string) error { return sync(ctx, cfg.Client, lister, name) })
+	return nil
 }
 
 func sync(ctx context.Context, client kubernetes.Interface, lister listers.ClusterRoleLister, name string) error {

@@ -5,64 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
-
-// eventLog is an EventRecorder that keeps what it is told.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *eventLog) Event(_ runtime.Object, typ, reason, msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, typ+" "+reason+" "+msg)
-}
-
-func (r *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	r.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	r.Eventf(obj, typ, reason, format, args...)
-}
-
-func (r *eventLog) count(reason string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if f := strings.Fields(e); len(f) > 1 && f[1] == reason {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *eventLog) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Sprint(r.events)
-}
 
 // cluster is a real API server with the CronJob controller on a fake
 // clock. No job controller runs: tests finish jobs by writing their status.
@@ -70,35 +26,18 @@ type cluster struct {
 	t      *testing.T
 	ctx    context.Context
 	client kubernetes.Interface
-	events *eventLog
+	events *controllertest.Recorder
 	clock  *testingclock.FakeClock
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 45 * time.Second})
 	// The clock starts before any CronJob exists, so that nothing is due
 	// until a test moves it.
-	c := &cluster{t: t, ctx: ctx, client: client, events: &eventLog{}, clock: testingclock.NewFakeClock(time.Now().Add(-time.Hour))}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Config{Client: client, Informers: factory, Recorder: c.events, Clock: c.clock,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
+	c := &cluster{t: t, ctx: ce.Ctx, client: ce.Client, events: ce.Events, clock: testingclock.NewFakeClock(time.Now().Add(-time.Hour))}
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error {
+		return Run(ctx, Config{Client: ce.Client, Informers: ce.Informers, Recorder: ce.Events, Clock: c.clock, Logger: controllertest.Logger(t, slog.LevelWarn)})
 	})
 	return c
 }
@@ -159,21 +98,18 @@ func (c *cluster) setTime(t time.Time) { c.clock.SetTime(t) }
 // tests keep the clock seconds away from the next schedule time.
 func (c *cluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	controllertest.Eventually(c.t, c.ctx, 20*time.Second, func(context.Context) (bool, error) {
 		c.clock.Step(5 * time.Millisecond)
 		return cond(), nil
-	})
-	if err != nil {
-		c.t.Fatalf("waiting for %s: %v; events: %s", what, err, c.events)
-	}
+	}, "%s; events: %s", what, c.events)
 }
 
 // wantEvents waits for n events of the reason, then checks there are no
 // more.
 func (c *cluster) wantEvents(reason string, n int) {
 	c.t.Helper()
-	c.eventually(fmt.Sprintf("%d %s events", n, reason), func() bool { return c.events.count(reason) >= n })
-	if got := c.events.count(reason); got != n {
+	c.eventually(fmt.Sprintf("%d %s events", n, reason), func() bool { return len(c.events.WithReason(reason)) >= n })
+	if got := len(c.events.WithReason(reason)); got != n {
 		c.t.Errorf("%d %s events, want %d: %s", got, reason, n, c.events)
 	}
 }
@@ -283,7 +219,7 @@ func TestCronJob_Forbid_SkipsWhileActiveThenStartsLateRun(t *testing.T) {
 	c.eventually("the job active", func() bool { return len(c.cronJob("forbid").Status.Active) == 1 })
 
 	c.setTime(m.Add(time.Minute + 5*time.Second))
-	c.eventually("JobAlreadyActive", func() bool { return c.events.count("JobAlreadyActive") > 0 })
+	c.eventually("JobAlreadyActive", func() bool { return len(c.events.WithReason("JobAlreadyActive")) > 0 })
 	if got := c.jobNames(); len(got) != 1 {
 		t.Fatalf("jobs %v while the first is active under Forbid", got)
 	}
@@ -376,7 +312,7 @@ func TestCronJob_TooManyMissed_WarnsAndStartsLatest(t *testing.T) {
 	later := m.Add(5 * time.Hour)
 	c.setTime(later.Add(5 * time.Second))
 	c.waitJobs(jobName(cj, later))
-	c.eventually("a TooManyMissedTimes event", func() bool { return c.events.count("TooManyMissedTimes") > 0 })
+	c.eventually("a TooManyMissedTimes event", func() bool { return len(c.events.WithReason("TooManyMissedTimes")) > 0 })
 }
 
 func TestCronJob_ActiveJobDeletedByHand_DroppedFromActive(t *testing.T) {

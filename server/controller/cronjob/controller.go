@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +26,9 @@ import (
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultWorkers is upstream's --concurrent-cron-job-syncs.
@@ -58,7 +58,7 @@ type controller struct {
 	clock    clock.WithTicker
 	cronJobs batchlisters.CronJobLister
 	jobs     batchlisters.JobLister
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 }
 
 // Run schedules CronJobs until ctx ends.
@@ -79,8 +79,8 @@ func Run(ctx context.Context, cfg Config) error {
 		log: cfg.Logger, client: cfg.Client, clock: cfg.Clock, recorder: cfg.Recorder,
 		cronJobs: cfg.Informers.Batch().V1().CronJobs().Lister(),
 		jobs:     cfg.Informers.Batch().V1().Jobs().Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cronjob", Clock: cfg.Clock}),
+		queue: worker.New(worker.Config{Name: "cronjob", Clock: cfg.Clock, Log: cfg.Logger, Message: "cronjob sync", Noun: "cronjob",
+			Quiet: func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errStaleCache) }}),
 	}
 	defer c.queue.ShutDown()
 	if c.recorder == nil {
@@ -89,70 +89,38 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cronjob-controller"})
 	}
-	cjInf := cfg.Informers.Batch().V1().CronJobs().Informer()
-	jobInf := cfg.Informers.Batch().V1().Jobs().Informer()
-	ch, err := cjInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueNow,
-		UpdateFunc: c.updateCronJob,
-	})
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: cfg.Informers.Batch().V1().CronJobs().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.queue.Enqueue,
+			UpdateFunc: c.updateCronJob,
+		}},
+		worker.Subscription{Informer: cfg.Informers.Batch().V1().Jobs().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.jobChanged,
+			UpdateFunc: func(_, n any) { c.jobChanged(n) },
+			DeleteFunc: c.jobChanged,
+		}},
+	)
 	if err != nil {
-		return fmt.Errorf("cronjob informer: %w", err)
+		return fmt.Errorf("cronjob controller: add event handler: %w", err)
 	}
-	defer func() { _ = cjInf.RemoveEventHandler(ch) }()
-	jh, err := jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.jobChanged,
-		UpdateFunc: func(_, n any) { c.jobChanged(n) },
-		DeleteFunc: c.jobChanged,
-	})
-	if err != nil {
-		return fmt.Errorf("job informer: %w", err)
-	}
-	defer func() { _ = jobInf.RemoveEventHandler(jh) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), cjInf.HasSynced, jobInf.HasSynced, ch.HasSynced, jh.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.process(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.syncAndRequeue)
 	return nil
 }
 
-func (c *controller) process(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// syncAndRequeue syncs a CronJob and queues it again for its next
+// schedule time, the only moment it has something to do unless it
+// changes or one of its jobs does.
+func (c *controller) syncAndRequeue(ctx context.Context, key string) error {
 	requeue, err := c.sync(ctx, key)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil && !apierrors.IsConflict(err) && !errors.Is(err, errStaleCache) {
-			c.log.Warn("cronjob sync", "cronjob", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-	case requeue != nil:
-		c.queue.Forget(key)
+	if err == nil && requeue != nil {
 		c.queue.AddAfter(key, *requeue)
-	default:
-		c.queue.Forget(key)
 	}
-	return true
-}
-
-func (c *controller) enqueueNow(obj any) {
-	if cj, ok := obj.(*batchv1.CronJob); ok {
-		c.queue.Add(cj.Namespace + "/" + cj.Name)
-	}
+	return err
 }
 
 // updateCronJob requeues at the new next schedule time when the schedule
@@ -165,7 +133,7 @@ func (c *controller) updateCronJob(oldObj, newObj any) {
 		return
 	}
 	if old.Spec.Schedule == cur.Spec.Schedule && deref(old.Spec.TimeZone) == deref(cur.Spec.TimeZone) {
-		c.enqueueNow(cur)
+		c.queue.Enqueue(cur)
 		return
 	}
 	sched, err := parseSchedule(cur)
@@ -173,15 +141,12 @@ func (c *controller) updateCronJob(oldObj, newObj any) {
 		c.recorder.Eventf(cur, corev1.EventTypeWarning, "UnParseableCronJobSchedule", "unparseable schedule for cronjob: %s", cur.Spec.Schedule)
 		return
 	}
-	c.queue.AddAfter(cur.Namespace+"/"+cur.Name, untilNext(cur, c.clock.Now(), sched))
+	c.queue.EnqueueAfter(cur, untilNext(cur, c.clock.Now(), sched))
 }
 
 // jobChanged wakes the CronJob controlling a job.
 func (c *controller) jobChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	j, ok := obj.(*batchv1.Job)
+	j, ok := worker.Unwrap[*batchv1.Job](obj)
 	if !ok {
 		return
 	}
@@ -193,5 +158,5 @@ func (c *controller) jobChanged(obj any) {
 	if err != nil || cj.UID != ref.UID {
 		return
 	}
-	c.queue.Add(cj.Namespace + "/" + cj.Name)
+	c.queue.Enqueue(cj)
 }

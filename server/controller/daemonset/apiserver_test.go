@@ -13,15 +13,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 const ns = metav1.NamespaceDefault
@@ -31,32 +28,16 @@ type env struct {
 	t      *testing.T
 	ctx    context.Context
 	client kubernetes.Interface
-	events *eventLog
+	events *controllertest.Recorder
 }
 
 func start(t *testing.T) *env {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, client: client, events: &eventLog{}}
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	e.must(err)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Config{Client: client, Informers: factory, Recorder: e.events, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), FailedPodBackoff: 100 * time.Millisecond})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{ns}, Timeout: 45 * time.Second})
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error {
+		return Run(ctx, Config{Client: ce.Client, Informers: ce.Informers, Recorder: ce.Events, Logger: controllertest.Logger(t, slog.LevelInfo), FailedPodBackoff: 100 * time.Millisecond})
 	})
-	return e
+	return &env{t: t, ctx: ce.Ctx, client: ce.Client, events: ce.Events}
 }
 
 func (e *env) must(err error) {
@@ -68,10 +49,7 @@ func (e *env) must(err error) {
 
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		e.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(e.t, e.ctx, 30*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s", what)
 }
 
 func (e *env) node(name string, lbls map[string]string, taints ...corev1.Taint) {
@@ -237,8 +215,8 @@ func TestDaemonSet_RunsOnEligibleNodesAndFollowsNodeChanges(t *testing.T) {
 	e.patchNode("n4", `{"spec":{"taints":[{"key":"dedicated","value":"db","effect":"NoExecute"}]}}`)
 	e.waitFor("pods gone from nodes the set left", func() bool { return e.placedOn("agent", "n1", "n2", "n3", "notready") })
 	e.waitFor("status back to four nodes", func() bool { return e.rolledOut("agent", 4) })
-	if !e.events.has("Normal SuccessfulCreate Created pod: agent-") || !e.events.has("Normal SuccessfulDelete Deleted pod: agent-") {
-		t.Errorf("events = %v", e.events.all())
+	if !e.events.Has("Normal SuccessfulCreate Created pod: agent-") || !e.events.Has("Normal SuccessfulDelete Deleted pod: agent-") {
+		t.Errorf("events = %v", e.events)
 	}
 }
 
@@ -257,8 +235,8 @@ func TestDaemonSet_FailedPodIsReplaced(t *testing.T) {
 		pods := e.daemonPods("agent")["n1"]
 		return len(pods) == 1 && pods[0].UID != failed.UID && podReady(&pods[0])
 	})
-	if !e.events.has("Warning FailedDaemonPod Found failed daemon pod default/" + failed.Name + " on node n1, will try to kill it") {
-		t.Errorf("events = %v", e.events.all())
+	if !e.events.Has("Warning FailedDaemonPod Found failed daemon pod default/" + failed.Name + " on node n1, will try to kill it") {
+		t.Errorf("events = %v", e.events)
 	}
 }
 
@@ -455,34 +433,4 @@ func TestDaemonSet_HistoryAndUndoThroughControllerRevisions(t *testing.T) {
 	if string(patch) != string(revs[0].Data.Raw) {
 		t.Errorf("the restored template does not match its revision:\n%s\n%s", patch, revs[0].Data.Raw)
 	}
-}
-
-// eventLog is an event recorder that keeps "type reason message" lines.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (l *eventLog) Event(_ runtime.Object, typ, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, typ+" "+reason+" "+message)
-}
-
-func (l *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	l.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	l.Eventf(obj, typ, reason, format, args...)
-}
-
-func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.events)
-}
-
-func (l *eventLog) has(prefix string) bool {
-	return slices.ContainsFunc(l.all(), func(s string) bool { return strings.HasPrefix(s, prefix) })
 }

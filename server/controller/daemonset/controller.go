@@ -26,7 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // Config wires the controller.
@@ -59,7 +60,7 @@ type controller struct {
 	pods         corelisters.PodLister
 	nodes        corelisters.NodeLister
 	revisions    appslisters.ControllerRevisionLister
-	queue        workqueue.TypedRateLimitingInterface[string]
+	queue        *worker.Queue
 	expectations *expectations
 	backoff      *flowcontrol.Backoff
 	burst        int
@@ -93,85 +94,45 @@ func Run(ctx context.Context, cfg Config) error {
 		pods:         core.Pods().Lister(),
 		nodes:        core.Nodes().Lister(),
 		revisions:    apps.ControllerRevisions().Lister(),
-		queue:        workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "daemonset"}),
+		queue:        worker.New(worker.Config{Name: "daemonset", Log: cfg.Logger, Message: "daemon set sync", Noun: "daemonset"}),
 		expectations: newExpectations(),
 		backoff:      flowcontrol.NewBackOff(cfg.FailedPodBackoff, cfg.MaxFailedPodBackoff),
 		burst:        cfg.Burst,
 	}
 	defer c.queue.ShutDown()
-	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
-		apps.DaemonSets().Informer(): cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: apps.DaemonSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.queue.Enqueue,
+			UpdateFunc: c.queue.EnqueueUpdate,
 			DeleteFunc: c.deleteSet,
-		},
-		core.Pods().Informer():  cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePodEvent},
-		core.Nodes().Informer(): cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: func(any) { c.enqueueAll() }},
-		apps.ControllerRevisions().Informer(): cache.ResourceEventHandlerFuncs{
+		}},
+		worker.Subscription{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePodEvent}},
+		worker.Subscription{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: func(any) { c.enqueueAll() }}},
+		worker.Subscription{Informer: apps.ControllerRevisions().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.revisionChanged,
 			UpdateFunc: func(_, cur any) { c.revisionChanged(cur) },
 			DeleteFunc: c.revisionChanged,
-		},
+		}},
+	)
+	if err != nil {
+		return fmt.Errorf("daemonset: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for inf, h := range handlers {
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("daemonset: add event handler: %w", err)
-		}
-		// The informers are shared and outlive this controller.
-		defer func() { _ = inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { wait.Until(c.backoff.GC, time.Minute, ctx.Done()) })
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	wg.Wait()
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("daemon set sync", "daemonset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
-
-func (c *controller) enqueueAfter(ds *appsv1.DaemonSet, d time.Duration) {
-	c.queue.AddAfter(ds.Namespace+"/"+ds.Name, d)
 }
 
 func (c *controller) enqueueAll() {
 	sets, _ := c.sets.List(labels.Everything())
 	for _, ds := range sets {
-		c.enqueue(ds)
+		c.queue.Enqueue(ds)
 	}
 }
 
@@ -179,13 +140,6 @@ func (c *controller) deleteSet(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		c.expectations.forget(key)
 	}
-}
-
-func unwrap(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
 }
 
 // owner returns the daemon set ref names, if it still is the same one.
@@ -225,12 +179,12 @@ func (c *controller) addPod(obj any) {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		if ds := c.owner(pod.Namespace, ref); ds != nil {
 			c.expectations.observe(pod.Namespace+"/"+ds.Name, 1, 0)
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 		return
 	}
 	for _, ds := range c.setsSelecting(pod.Namespace, pod.Labels) {
-		c.enqueue(ds)
+		c.queue.Enqueue(ds)
 	}
 }
 
@@ -242,7 +196,7 @@ func (c *controller) updatePod(oldObj, curObj any) {
 	oldRef, curRef := metav1.GetControllerOf(old), metav1.GetControllerOf(cur)
 	if oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID) {
 		if ds := c.owner(old.Namespace, oldRef); ds != nil {
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 	}
 	if cur.DeletionTimestamp != nil {
@@ -256,27 +210,27 @@ func (c *controller) updatePod(oldObj, curObj any) {
 		if ds == nil {
 			return
 		}
-		c.enqueue(ds)
+		c.queue.Enqueue(ds)
 		if ds.Spec.MinReadySeconds > 0 && !podReady(old) && podReady(cur) {
-			c.enqueueAfter(ds, time.Duration(ds.Spec.MinReadySeconds)*time.Second+time.Second)
+			c.queue.EnqueueAfter(ds, time.Duration(ds.Spec.MinReadySeconds)*time.Second+time.Second)
 		}
 		return
 	}
 	if !maps.Equal(old.Labels, cur.Labels) || oldRef != nil {
 		for _, ds := range c.setsSelecting(cur.Namespace, cur.Labels) {
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 	}
 }
 
 func (c *controller) deletePodEvent(obj any) {
-	pod, ok := unwrap(obj).(*corev1.Pod)
+	pod, ok := worker.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
 	if ds := c.owner(pod.Namespace, metav1.GetControllerOf(pod)); ds != nil {
 		c.expectations.observe(pod.Namespace+"/"+ds.Name, 0, 1)
-		c.enqueue(ds)
+		c.queue.Enqueue(ds)
 	}
 }
 
@@ -285,7 +239,7 @@ func (c *controller) addNode(obj any) {
 	sets, _ := c.sets.List(labels.Everything())
 	for _, ds := range sets {
 		if run, _ := nodeShouldRunDaemonPod(node, ds); run {
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 	}
 }
@@ -303,7 +257,7 @@ func (c *controller) updateNode(oldObj, curObj any) {
 		oldRun, oldStay := nodeShouldRunDaemonPod(old, ds)
 		curRun, curStay := nodeShouldRunDaemonPod(cur, ds)
 		if oldRun != curRun || oldStay != curStay {
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 	}
 }
@@ -321,17 +275,17 @@ func taintsEqual(a, b []corev1.Taint) bool {
 }
 
 func (c *controller) revisionChanged(obj any) {
-	r, ok := unwrap(obj).(*appsv1.ControllerRevision)
+	r, ok := worker.Unwrap[*appsv1.ControllerRevision](obj)
 	if !ok {
 		return
 	}
 	if ref := metav1.GetControllerOf(r); ref != nil {
 		if ds := c.owner(r.Namespace, ref); ds != nil {
-			c.enqueue(ds)
+			c.queue.Enqueue(ds)
 		}
 		return
 	}
 	for _, ds := range c.setsSelecting(r.Namespace, r.Labels) {
-		c.enqueue(ds)
+		c.queue.Enqueue(ds)
 	}
 }

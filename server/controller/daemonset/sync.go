@@ -121,7 +121,7 @@ func (c *controller) manage(ctx context.Context, key string, ds *appsv1.DaemonSe
 func (c *controller) allowFailedPodDeletion(ds *appsv1.DaemonSet, node string, now time.Time) bool {
 	id := string(ds.UID) + "/" + node
 	if c.backoff.IsInBackOffSinceUpdate(id, now) {
-		c.enqueueAfter(ds, c.backoff.Get(id))
+		c.queue.EnqueueAfter(ds, c.backoff.Get(id))
 		return false
 	}
 	c.backoff.Next(id, now)
@@ -294,7 +294,7 @@ func (c *controller) updateStatus(ctx context.Context, ds *appsv1.DaemonSet, nod
 	counts := computeStatus(ds, nodes, byNode, hash, time.Now())
 	if ds.Spec.MinReadySeconds > 0 && counts.NumberReady != counts.NumberAvailable {
 		// Nothing else happens when a ready pod becomes available.
-		c.enqueueAfter(ds, time.Duration(ds.Spec.MinReadySeconds)*time.Second)
+		c.queue.EnqueueAfter(ds, time.Duration(ds.Spec.MinReadySeconds)*time.Second)
 	}
 	generation := ds.Status.ObservedGeneration
 	if observed {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"skiff/server/controller/controllertest"
 )
 
 func deployment(name string, n int32) *appsv1.Deployment {
@@ -155,7 +157,7 @@ func TestDeployment_Create_MakesHashedReplicaSetAndRecordsEvents(t *testing.T) {
 		t.Cleanup(b.Shutdown)
 		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "deployment-controller"})
 	})
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, deployment("web", 3), metav1.CreateOptions{})
 	must(t, err)
 	d := e.waitRolledOut(t, "web")
@@ -219,7 +221,7 @@ func TestDeployment_RollingUpdate_StaysWithinSurgeAndUnavailability(t *testing.T
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := start(t, nil)
-			kubelet{}.run(t, e.ctx, e.client)
+			controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 			_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, rolling(deployment("web", tc.replicas), tc.surge, tc.unavailable), metav1.CreateOptions{})
 			must(t, err)
 			e.waitRolledOut(t, "web")
@@ -269,7 +271,7 @@ func TestDeployment_RollingUpdate_StaysWithinSurgeAndUnavailability(t *testing.T
 
 func TestDeployment_Recreate_NeverRunsOldAndNewPodsTogether(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	d := deployment("web", 3)
 	d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, d, metav1.CreateOptions{})
@@ -335,7 +337,7 @@ func undo(t *testing.T, e *env, name, revision string) {
 
 func TestDeployment_Undo_ReusesOldReplicaSetAndBumpsItsRevision(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, deployment("web", 2), metav1.CreateOptions{})
 	must(t, err)
 	d := e.waitRolledOut(t, "web")
@@ -365,7 +367,7 @@ func TestDeployment_Undo_ReusesOldReplicaSetAndBumpsItsRevision(t *testing.T) {
 
 func TestDeployment_ScaledMidRollout_ScalesReplicaSetsProportionally(t *testing.T) {
 	e := start(t, nil)
-	kubelet{ready: notBroken}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{Ready: notBroken}.Run(t, e.ctx, e.client)
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, rolling(deployment("web", 10), intstr.FromString("25%"), intstr.FromString("25%")), metav1.CreateOptions{})
 	must(t, err)
 	d := e.waitRolledOut(t, "web")
@@ -402,7 +404,7 @@ func TestDeployment_ScaledMidRollout_ScalesReplicaSetsProportionally(t *testing.
 
 func TestDeployment_RevisionHistoryLimit_DeletesOldestUnusedReplicaSets(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	d := deployment("web", 1)
 	d.Spec.RevisionHistoryLimit = new(int32(1))
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, d, metav1.CreateOptions{})
@@ -424,7 +426,7 @@ func TestDeployment_RevisionHistoryLimit_DeletesOldestUnusedReplicaSets(t *testi
 
 func TestDeployment_ProgressDeadlineExceeded_ThenRecovers(t *testing.T) {
 	e := start(t, nil)
-	kubelet{ready: notBroken}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{Ready: notBroken}.Run(t, e.ctx, e.client)
 	d := deployment("web", 1)
 	d.Spec.ProgressDeadlineSeconds = new(int32(1))
 	d.Spec.Template.Spec.Containers[0].Image = "broken"
@@ -449,7 +451,7 @@ func TestDeployment_ProgressDeadlineExceeded_ThenRecovers(t *testing.T) {
 
 func TestDeployment_Paused_ScalesButDoesNotRollOut(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	_, err := e.client.AppsV1().Deployments("default").Create(e.ctx, deployment("web", 2), metav1.CreateOptions{})
 	must(t, err)
 	d := e.waitRolledOut(t, "web")
@@ -472,7 +474,7 @@ func TestDeployment_Paused_ScalesButDoesNotRollOut(t *testing.T) {
 
 func TestDeployment_AdoptsMatchingOrphanReplicaSetAndReleasesItWhenLabelsChange(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	tmpl := deployment("web", 2).Spec.Template
 	orphan := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-orphan", Namespace: "default", Labels: map[string]string{"app": "web"}},
@@ -510,7 +512,7 @@ func names(rss []appsv1.ReplicaSet) []string {
 
 func TestDeployment_HashCollision_BumpsCollisionCountAndUsesAnotherName(t *testing.T) {
 	e := start(t, nil)
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	// Paused, the Deployment makes no ReplicaSet until the name it would
 	// take is squatted by another, unrelated one.
 	d := deployment("web", 1)

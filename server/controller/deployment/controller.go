@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -30,7 +29,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // defaultWorkers matches upstream's --concurrent-deployment-syncs.
@@ -59,7 +59,7 @@ type controller struct {
 	dLister   appslisters.DeploymentLister
 	rsLister  appslisters.ReplicaSetLister
 	podLister corelisters.PodLister
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *worker.Queue
 	// now is the clock of progress deadlines.
 	now func() time.Time
 }
@@ -73,14 +73,15 @@ func Run(ctx context.Context, cfg Config) error {
 		client:   cfg.Client,
 		recorder: cfg.Recorder,
 		log:      cfg.Logger,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployment"}),
-		now: time.Now,
+		now:      time.Now,
 	}
-	defer c.queue.ShutDown()
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.queue = worker.New(worker.Config{Name: "deployment", Log: c.log, Message: "deployment sync", Noun: "deployment",
+		// A cache behind our own writes; the retry reads anew.
+		Quiet: apierrors.IsConflict, QuietMessage: "deployment sync conflict"})
+	defer c.queue.ShutDown()
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = defaultWorkers
@@ -89,76 +90,21 @@ func Run(ctx context.Context, cfg Config) error {
 	rsInf := cfg.Informers.Apps().V1().ReplicaSets()
 	podInf := cfg.Informers.Core().V1().Pods()
 	c.dLister, c.rsLister, c.podLister = dInf.Lister(), rsInf.Lister(), podInf.Lister()
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandlerFuncs
-	}{
-		{dInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, cur any) { c.enqueue(cur) }, DeleteFunc: c.enqueue}},
-		{rsInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.addRS, UpdateFunc: c.updateRS, DeleteFunc: c.deleteRS}},
-		{podInf.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: c.deletePod}},
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: dInf.Informer(), Handler: c.queue.Handlers()},
+		worker.Subscription{Informer: rsInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addRS, UpdateFunc: c.updateRS, DeleteFunc: c.deleteRS}},
+		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: c.deletePod}},
+	)
+	if err != nil {
+		return fmt.Errorf("deployment controller informer: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return fmt.Errorf("deployment controller informer: %w", err)
-		}
-		defer func() { _ = h.inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, workers, c.sync)
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() != nil {
-			// Shutting down: the failure is the cancellation's.
-			return true
-		}
-		if apierrors.IsConflict(err) {
-			// A cache behind our own writes; the retry reads anew.
-			c.log.Debug("deployment sync conflict", "deployment", key, "err", err)
-		} else {
-			c.log.Warn("deployment sync", "deployment", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
-
-func (c *controller) enqueueAfter(d *appsv1.Deployment, after time.Duration) {
-	if key, err := cache.MetaNamespaceKeyFunc(d); err == nil {
-		c.queue.AddAfter(key, after)
-	}
 }
 
 // resolveControllerRef returns the Deployment a controller reference
@@ -203,12 +149,12 @@ func (c *controller) addRS(obj any) {
 	}
 	if ref := metav1.GetControllerOf(rs); ref != nil {
 		if d := c.resolveControllerRef(rs.Namespace, ref); d != nil {
-			c.enqueue(d)
+			c.queue.Enqueue(d)
 		}
 		return
 	}
 	for _, d := range c.deploymentsSelecting(rs) {
-		c.enqueue(d)
+		c.queue.Enqueue(d)
 	}
 }
 
@@ -221,36 +167,30 @@ func (c *controller) updateRS(oldObj, curObj any) {
 	refChanged := !reflect.DeepEqual(curRef, oldRef)
 	if refChanged && oldRef != nil {
 		if d := c.resolveControllerRef(old.Namespace, oldRef); d != nil {
-			c.enqueue(d)
+			c.queue.Enqueue(d)
 		}
 	}
 	if curRef != nil {
 		if d := c.resolveControllerRef(cur.Namespace, curRef); d != nil {
-			c.enqueue(d)
+			c.queue.Enqueue(d)
 		}
 		return
 	}
 	if refChanged || !reflect.DeepEqual(old.Labels, cur.Labels) {
 		for _, d := range c.deploymentsSelecting(cur) {
-			c.enqueue(d)
+			c.queue.Enqueue(d)
 		}
 	}
 }
 
 func (c *controller) deleteRS(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := worker.Unwrap[*appsv1.ReplicaSet](obj)
 	if !ok {
-		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if rs, ok = tomb.Obj.(*appsv1.ReplicaSet); !ok {
-			return
-		}
+		return
 	}
 	if ref := metav1.GetControllerOf(rs); ref != nil {
 		if d := c.resolveControllerRef(rs.Namespace, ref); d != nil {
-			c.enqueue(d)
+			c.queue.Enqueue(d)
 		}
 	}
 }
@@ -258,15 +198,9 @@ func (c *controller) deleteRS(obj any) {
 // deletePod wakes a Recreate Deployment, which waits for every old pod to
 // be gone before it starts the new ones.
 func (c *controller) deletePod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := worker.Unwrap[*corev1.Pod](obj)
 	if !ok {
-		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "ReplicaSet" {
@@ -281,6 +215,6 @@ func (c *controller) deletePod(obj any) {
 		return
 	}
 	if d := c.resolveControllerRef(rs.Namespace, rsRef); d != nil && d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
-		c.enqueue(d)
+		c.queue.Enqueue(d)
 	}
 }

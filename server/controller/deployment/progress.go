@@ -143,8 +143,8 @@ func (c *controller) requeueStuck(d *appsv1.Deployment, st *appsv1.DeploymentSta
 	}
 	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(c.now())
 	if after < time.Second {
-		c.enqueueAfter(d, time.Second)
+		c.queue.EnqueueAfter(d, time.Second)
 		return
 	}
-	c.enqueueAfter(d, after+time.Second)
+	c.queue.EnqueueAfter(d, after+time.Second)
 }

@@ -10,15 +10,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 type cluster struct {
@@ -29,27 +27,10 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	cfg := Config{Client: client, Informers: factory,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-		cancel()
-	})
-	return &cluster{t: t, ctx: ctx, client: client}
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 50 * time.Second})
+	cfg := Config{Client: ce.Client, Informers: ce.Informers, Logger: controllertest.Logger(t, slog.LevelWarn)}
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error { return Run(ctx, cfg) })
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client}
 }
 
 func (c *cluster) must(err error) {
@@ -209,13 +190,10 @@ func TestDisruption_UnknownController_FailsSafe(t *testing.T) {
 	c.must(err)
 	c.setReady(got, true)
 	c.budget("pdb", nil, intOrStr("1"))
-	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	controllertest.Eventually(t, c.ctx, 10*time.Second, func(context.Context) (bool, error) {
 		cond := apimeta.FindStatusCondition(c.get("pdb").Status.Conditions, policyv1.DisruptionAllowedCondition)
 		return cond != nil && cond.Reason == policyv1.SyncFailedReason && cond.Status == metav1.ConditionFalse, nil
-	})
-	if err != nil {
-		t.Fatalf("no SyncFailed condition: %v", err)
-	}
+	}, "a SyncFailed condition")
 	if got := c.get("pdb").Status.DisruptionsAllowed; got != 0 {
 		t.Errorf("disruptionsAllowed = %d, want 0", got)
 	}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,7 +31,8 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultWorkers: budgets are few and cheap to compute; upstream runs one.
@@ -58,7 +58,7 @@ type controller struct {
 	cfg      Config
 	log      *slog.Logger
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	pdbs     policylisters.PodDisruptionBudgetLister
 	pods     corelisters.PodLister
 	rcs      corelisters.ReplicationControllerLister
@@ -85,8 +85,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "controllermanager"})
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "disruption"})
+	c.queue = worker.New(worker.Config{Name: "disruption", Log: c.log, Message: "disruption budget sync", Noun: "pdb", Quiet: apierrors.IsConflict})
 	defer c.queue.ShutDown()
 
 	f := cfg.Informers
@@ -95,66 +94,24 @@ func Run(ctx context.Context, cfg Config) error {
 	depInf, ssInf := f.Apps().V1().Deployments(), f.Apps().V1().StatefulSets()
 	c.pdbs, c.pods, c.rcs, c.rss, c.deploys, c.sets = pdbInf.Lister(), podInf.Lister(), rcInf.Lister(), rsInf.Lister(), depInf.Lister(), ssInf.Lister()
 	scaleHandler := cache.ResourceEventHandlerFuncs{AddFunc: c.controllerChanged, UpdateFunc: c.controllerUpdated, DeleteFunc: c.controllerChanged}
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{pdbInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n any) { c.enqueue(n) }, DeleteFunc: c.enqueue}},
-		{podInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.podChanged, UpdateFunc: c.podUpdated, DeleteFunc: c.podChanged}},
-		{rcInf.Informer(), scaleHandler},
-		{rsInf.Informer(), scaleHandler},
-		{depInf.Informer(), scaleHandler},
-		{ssInf.Informer(), scaleHandler},
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: pdbInf.Informer(), Handler: c.queue.Handlers()},
+		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.podChanged, UpdateFunc: c.podUpdated, DeleteFunc: c.podChanged}},
+		worker.Subscription{Informer: rcInf.Informer(), Handler: scaleHandler},
+		worker.Subscription{Informer: rsInf.Informer(), Handler: scaleHandler},
+		worker.Subscription{Informer: depInf.Informer(), Handler: scaleHandler},
+		worker.Subscription{Informer: ssInf.Informer(), Handler: scaleHandler},
+	)
+	if err != nil {
+		return fmt.Errorf("disruption controller: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return fmt.Errorf("disruption controller: add event handler: %w", err)
-		}
-		defer func() { _ = h.inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	f.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil && !apierrors.IsConflict(err) {
-			c.log.Warn("disruption budget sync", "pdb", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
 }
 
 // budgetsFor enqueues every budget selecting the pod (upstream picks one;
@@ -170,10 +127,7 @@ func (c *controller) budgetsFor(pod *corev1.Pod) {
 }
 
 func (c *controller) podChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
+	if pod, ok := worker.Unwrap[*corev1.Pod](obj); ok {
 		c.budgetsFor(pod)
 	}
 }
@@ -226,10 +180,7 @@ func replicas(obj any) int32 {
 // there are few, and matching them to the controller's pods would cost
 // more than syncing them.
 func (c *controller) controllerChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	m, ok := worker.Unwrap[metav1.Object](obj)
 	if !ok {
 		return
 	}

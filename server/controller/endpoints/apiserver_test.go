@@ -11,11 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 type cluster struct {
@@ -29,27 +27,10 @@ type cluster struct {
 // lets a test know an earlier service was synced once a later one is.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	cfg := Config{Client: client, Informers: factory, Workers: 1,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-		cancel()
-	})
-	return &cluster{t: t, ctx: ctx, client: client}
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 50 * time.Second})
+	cfg := Config{Client: ce.Client, Informers: ce.Informers, Workers: 1, Logger: controllertest.Logger(t, slog.LevelWarn)}
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error { return Run(ctx, cfg) })
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client}
 }
 
 func (c *cluster) service(name, clusterIP string, selector map[string]string) *corev1.Service {
@@ -110,10 +91,7 @@ func (c *cluster) endpoints(name string) *corev1.Endpoints {
 
 func (c *cluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		c.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(c.t, c.ctx, 10*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s", what)
 }
 
 func counts(ep *corev1.Endpoints) (ready, notReady int) {

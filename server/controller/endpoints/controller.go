@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,7 +22,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultWorkers is upstream's default number of concurrent service syncs.
@@ -52,7 +52,7 @@ type controller struct {
 	cfg       Config
 	log       *slog.Logger
 	recorder  record.EventRecorder
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *worker.Queue
 	services  corelisters.ServiceLister
 	pods      corelisters.PodLister
 	endpoints corelisters.EndpointsLister
@@ -77,51 +77,32 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "endpoint-controller"})
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoints"})
+	c.queue = worker.New(worker.Config{Name: "endpoints", Log: c.log, Message: "endpoints sync", Noun: "service",
+		Quiet: func(err error) bool { return errors.Is(err, errConflict) }})
 	defer c.queue.ShutDown()
 
 	svcInf := cfg.Informers.Core().V1().Services()
 	podInf := cfg.Informers.Core().V1().Pods()
 	epInf := cfg.Informers.Core().V1().Endpoints()
 	c.services, c.pods, c.endpoints = svcInf.Lister(), podInf.Lister(), epInf.Lister()
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{svcInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n any) { c.enqueue(n) }, DeleteFunc: c.enqueue}},
-		{podInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: svcInf.Informer(), Handler: c.queue.Handlers()},
+		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
 		// Someone else's change to (or deletion of) an Endpoints object
 		// is undone; the controller's own writes come back too, and sync
 		// then finds nothing to do.
-		{epInf.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, n any) { c.enqueue(n) }, DeleteFunc: c.enqueue}},
+		worker.Subscription{Informer: epInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{UpdateFunc: c.queue.EnqueueUpdate, DeleteFunc: c.queue.Enqueue}},
+	)
+	if err != nil {
+		return fmt.Errorf("endpoints controller: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return fmt.Errorf("endpoints controller: add event handler: %w", err)
-		}
-		defer func() { _ = h.inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
 	c.sweepLeftovers()
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	return nil
 }
 
@@ -139,29 +120,6 @@ func (c *controller) sweepLeftovers() {
 		if _, err := c.services.Services(ep.Namespace).Get(ep.Name); err != nil {
 			c.queue.Add(ep.Namespace + "/" + ep.Name)
 		}
-	}
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil && !errors.Is(err, errConflict) {
-			c.log.Warn("endpoints sync", "service", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
 	}
 }
 
@@ -226,8 +184,7 @@ func addressChanged(old, cur *corev1.Pod) bool {
 }
 
 func (c *controller) deletePod(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	if pod, ok := worker.Unwrap[*corev1.Pod](obj); ok {
+		c.addPod(pod)
 	}
-	c.addPod(obj)
 }

@@ -147,13 +147,26 @@ func TestTriggerTimes_EarliestUnexportedChange(t *testing.T) {
 		return p
 	}
 	tr := newTriggerTimes()
-	if got := tr.compute("default/web", svc, []*corev1.Pod{at("a", time.Minute)}); !got.Equal(base) {
+	// sync computes the trigger and records it when its write succeeded.
+	sync := func(written bool, pods ...*corev1.Pod) time.Time {
+		got, record := tr.compute("default/web", svc, pods)
+		if written {
+			record()
+		}
+		return got
+	}
+	if got := sync(true, at("a", time.Minute)); !got.Equal(base) {
 		t.Errorf("first sync = %v, want the service creation %v", got, base)
 	}
-	if got := tr.compute("default/web", svc, []*corev1.Pod{at("a", time.Minute)}); !got.IsZero() {
+	if got := sync(true, at("a", time.Minute)); !got.IsZero() {
 		t.Errorf("nothing changed = %v, want zero", got)
 	}
-	got := tr.compute("default/web", svc, []*corev1.Pod{at("a", 3*time.Minute), at("b", 2*time.Minute)})
+	// A write lost to a conflict does not count: the retry carries the
+	// same trigger.
+	if got := sync(false, at("a", 3*time.Minute), at("b", 2*time.Minute)); !got.Equal(base.Add(2 * time.Minute)) {
+		t.Errorf("two changes, write lost = %v, want the earlier %v", got, base.Add(2*time.Minute))
+	}
+	got := sync(true, at("a", 3*time.Minute), at("b", 2*time.Minute))
 	if !got.Equal(base.Add(2 * time.Minute)) {
 		t.Errorf("two changes = %v, want the earlier %v", got, base.Add(2*time.Minute))
 	}

@@ -45,7 +45,7 @@ func (c *controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	subsets, truncated := truncate(desiredSubsets(svc, pods), MaxAddresses)
-	trigger := c.triggers.compute(key, svc, pods)
+	trigger, recordTrigger := c.triggers.compute(key, svc, pods)
 	wantLabels := endpointsLabels(svc)
 
 	current, err := c.endpoints.Endpoints(ns).Get(name)
@@ -54,6 +54,7 @@ func (c *controller) sync(ctx context.Context, key string) error {
 	}
 	if current != nil && apiequality.Semantic.DeepEqual(current.Subsets, subsets) &&
 		maps.Equal(current.Labels, wantLabels) && (current.Annotations[corev1.EndpointsOverCapacity] == "truncated") == truncated {
+		recordTrigger()
 		return nil
 	}
 	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
@@ -73,6 +74,7 @@ func (c *controller) sync(ctx context.Context, key string) error {
 	}
 	switch {
 	case err == nil:
+		recordTrigger()
 		return nil
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("%w: %w", errConflict, err)

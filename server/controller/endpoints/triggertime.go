@@ -37,10 +37,12 @@ func podTriggerTime(pod *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-// compute records the pods' current trigger times and returns the earliest
-// that changed since the previous call for the service (the service's
-// creation on the first call); zero when nothing identifiable changed.
-func (t *triggerTimes) compute(key string, svc *corev1.Service, pods []*corev1.Pod) time.Time {
+// compute returns the earliest trigger time among the pods that changed
+// since the last recorded state of the service (the service's creation when
+// none is recorded; zero when nothing identifiable changed), and a func that
+// records the pods' current times. Call it only once the Endpoints write
+// succeeded: a write lost to a conflict is retried with the same trigger.
+func (t *triggerTimes) compute(key string, svc *corev1.Service, pods []*corev1.Pod) (time.Time, func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, known := t.seen[key]
@@ -51,20 +53,26 @@ func (t *triggerTimes) compute(key string, svc *corev1.Service, pods []*corev1.P
 		}
 	}
 	if !known {
-		st = &seenState{}
-		t.seen[key] = st
 		consider(svc.CreationTimestamp.Time)
 	}
 	now := make(map[string]time.Time, len(pods))
 	for _, pod := range pods {
 		ts := podTriggerTime(pod)
 		now[pod.Name] = ts
-		if prev, ok := st.pods[pod.Name]; !ok || !prev.Equal(ts) {
+		var prev time.Time
+		var ok bool
+		if known {
+			prev, ok = st.pods[pod.Name]
+		}
+		if !ok || !prev.Equal(ts) {
 			consider(ts)
 		}
 	}
-	st.pods = now
-	return earliest
+	return earliest, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.seen[key] = &seenState{pods: now}
+	}
 }
 
 func (t *triggerTimes) forget(key string) {

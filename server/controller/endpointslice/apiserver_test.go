@@ -10,14 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 // cluster is the controller running against a real API server; the test
@@ -30,28 +27,11 @@ type cluster struct {
 
 func startCluster(t *testing.T, cfg Config) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	c := &cluster{t: t, ctx: ctx, client: client}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	cfg.Client, cfg.Informers = client, factory
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-		cancel()
-	})
-	return c
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 50 * time.Second})
+	cfg.Client, cfg.Informers = ce.Client, ce.Informers
+	cfg.Logger = controllertest.Logger(t, slog.LevelWarn)
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error { return Run(ctx, cfg) })
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client}
 }
 
 func (c *cluster) service(svc *corev1.Service) *corev1.Service {
@@ -114,10 +94,7 @@ func (c *cluster) slicesOf(svc string) []discovery.EndpointSlice {
 // machine is shared, and speed is measured separately.
 func (c *cluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		c.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(c.t, c.ctx, 10*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s", what)
 }
 
 func webPod(name string, port int32) *corev1.Pod {

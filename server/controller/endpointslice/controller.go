@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -26,7 +25,8 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 const (
@@ -62,7 +62,7 @@ type controller struct {
 	cfg      Config
 	log      *slog.Logger
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	services corelisters.ServiceLister
 	pods     corelisters.PodLister
 	nodes    corelisters.NodeLister
@@ -94,8 +94,11 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "endpointslice-controller"})
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpointslice"})
+	c.queue = worker.New(worker.Config{Name: "endpointslice", Log: c.log, Message: "endpoint slice sync", Noun: "service",
+		// The informer will catch up within moments, or another writer got
+		// there first; retry soon without calling it a failure.
+		Quiet:        func(err error) bool { return errors.Is(err, errStale) || apierrors.IsConflict(err) },
+		QuietMessage: "endpoint slices out of date, retrying"})
 	defer c.queue.ShutDown()
 
 	svcInf := cfg.Informers.Core().V1().Services()
@@ -103,70 +106,22 @@ func Run(ctx context.Context, cfg Config) error {
 	nodeInf := cfg.Informers.Core().V1().Nodes()
 	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
 	c.services, c.pods, c.nodes, c.slices = svcInf.Lister(), podInf.Lister(), nodeInf.Lister(), sliceInf.Lister()
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{svcInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueService, UpdateFunc: func(_, n any) { c.enqueueService(n) }, DeleteFunc: c.enqueueService}},
-		{podInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
-		{nodeInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.nodeChanged, UpdateFunc: c.updateNode, DeleteFunc: c.nodeChanged}},
-		{sliceInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.addSlice, UpdateFunc: c.updateSlice, DeleteFunc: c.deleteSlice}},
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: svcInf.Informer(), Handler: c.queue.Handlers()},
+		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
+		worker.Subscription{Informer: nodeInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.nodeChanged, UpdateFunc: c.updateNode, DeleteFunc: c.nodeChanged}},
+		worker.Subscription{Informer: sliceInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addSlice, UpdateFunc: c.updateSlice, DeleteFunc: c.deleteSlice}},
+	)
+	if err != nil {
+		return fmt.Errorf("endpointslice controller: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return fmt.Errorf("endpointslice controller: add event handler: %w", err)
-		}
-		defer func() { _ = h.inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case errors.Is(err, errStale) || apierrors.IsConflict(err):
-		// The informer will catch up within moments, or another writer got
-		// there first; retry soon without calling it a failure.
-		c.log.Debug("endpoint slices out of date, retrying", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-	case ctx.Err() != nil:
-	default:
-		c.log.Warn("endpoint slice sync", "service", key, "err", err)
-		c.queue.AddRateLimited(key)
-	}
-	return true
-}
-
-func (c *controller) enqueueService(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
 }
 
 // servicesFor lists the keys of the services in the pod's namespace that
@@ -246,10 +201,9 @@ func equalStrings(a, b []string) bool {
 }
 
 func (c *controller) deletePod(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	if pod, ok := worker.Unwrap[*corev1.Pod](obj); ok {
+		c.addPod(pod)
 	}
-	c.addPod(obj)
 }
 
 // updateNode reacts only to what endpoints carry from a node, its zone;
@@ -266,10 +220,7 @@ func (c *controller) updateNode(oldObj, newObj any) {
 // nodeChanged resyncs the services with pods on a node whose zone may have
 // appeared, changed or gone.
 func (c *controller) nodeChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	node, ok := obj.(*corev1.Node)
+	node, ok := worker.Unwrap[*corev1.Node](obj)
 	if !ok {
 		return
 	}
@@ -324,10 +275,7 @@ func (c *controller) updateSlice(oldObj, newObj any) {
 }
 
 func (c *controller) deleteSlice(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	s, ok := obj.(*discovery.EndpointSlice)
+	s, ok := worker.Unwrap[*discovery.EndpointSlice](obj)
 	if !ok {
 		return
 	}

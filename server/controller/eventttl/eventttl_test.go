@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -59,14 +59,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, namespaces ...string) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	c := &cluster{client: kubernetes.NewForConfigOrDie(srv.Config(nil))}
-	for _, ns := range namespaces {
-		if _, err := c.client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
+	return &cluster{client: controllertest.Start(t, controllertest.Options{Namespaces: namespaces}).Client}
 }
 
 // coreEvent creates an old-style event last seen at the given time.
@@ -134,17 +127,9 @@ func TestEventTTL_OldEventsDeletedNewKept(t *testing.T) {
 	c.newEvent(t, "other", "recurring", wall.Add(-3*time.Hour), new(wall.Add(-time.Minute)))
 	c.newEvent(t, "other", "fresh", wall, nil)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{Client: c.client, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Period: 50 * time.Millisecond, PageSize: 2})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	controllertest.Run(t, t.Context(), func(ctx context.Context) error {
+		return Run(ctx, Config{Client: c.client, Logger: controllertest.Logger(t, slog.LevelInfo), Period: 50 * time.Millisecond, PageSize: 2})
+	})
 	wantCore := []string{"default/fresh"}
 	wantNew := []string{"other/fresh", "other/recurring"}
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {

@@ -3,7 +3,6 @@ package garbagecollector
 import (
 	"context"
 	"log/slog"
-	"skiff/server/apiserver/apitest"
 	"slices"
 	"testing"
 	"time"
@@ -13,28 +12,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
+
+	"skiff/server/controller/controllertest"
 )
 
-// realServer is our API server over SQLite, reached in-process as the
-// controller is in `skiff server`.
-func realServer(t *testing.T) *rest.Config {
-	t.Helper()
-	return apitest.Start(t, apitest.Options{}).Config(nil)
-}
-
 func TestAgainstAPIServer(t *testing.T) {
-	cfg := realServer(t)
-	client := kubernetes.NewForConfigOrDie(cfg)
-	cms := client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		must(t, err)
-	}
+	// Our API server over SQLite, reached in-process as the collector is
+	// in `skiff server`.
+	env := controllertest.Start(t, controllertest.Options{Namespaces: []string{metav1.NamespaceDefault}, Timeout: time.Minute})
+	ctx, cfg := env.Ctx, env.Config
+	cms := env.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
 
 	uids := map[string]types.UID{}
 	mk := func(name string, owners ...string) {
@@ -58,12 +46,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	mk("orphan")
 	mk("orphan-child", "orphan")
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Config{Metadata: metadata.NewForConfigOrDie(cfg), Discovery: discovery.NewDiscoveryClientForConfigOrDie(cfg), Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	}()
+	stop := controllertest.Run(t, ctx, func(ctx context.Context) error {
+		return Run(ctx, Config{Metadata: metadata.NewForConfigOrDie(cfg), Discovery: discovery.NewDiscoveryClientForConfigOrDie(cfg), Logger: controllertest.Logger(t, slog.LevelInfo)})
+	})
 
 	gone := func(name string) func() bool {
 		return func() bool {
@@ -96,9 +81,6 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Errorf("orphan-child still has owners %v", got)
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
-	}
 }
 
 func must(t *testing.T, err error) {

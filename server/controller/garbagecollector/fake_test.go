@@ -22,6 +22,8 @@ import (
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"skiff/server/controller/controllertest"
 )
 
 // The fake API server: the metadata fake's object tracker, plus reactors
@@ -301,11 +303,5 @@ func (w testWriter) Write(p []byte) (int, error) {
 // (the race detector on a busy machine is slow).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	controllertest.Eventually(t, context.Background(), 20*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s", what)
 }

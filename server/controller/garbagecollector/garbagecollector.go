@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // Config wires the collector.
@@ -231,10 +233,7 @@ func slim(obj any) (any, error) {
 // quick and take the graph's lock, so they run in the informer's handler
 // rather than through a queue of their own.
 func (c *collector) observed(r resource, obj any, deleted bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(*metav1.PartialObjectMetadata)
+	m, ok := worker.Unwrap[*metav1.PartialObjectMetadata](obj)
 	if !ok {
 		return
 	}

@@ -33,8 +33,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"skiff/server/controller/worker"
 )
 
 // Defaults of the Config knobs, upstream's values.
@@ -98,10 +99,10 @@ type controller struct {
 	clock    clock.WithTicker
 	jobs     batchlisters.JobLister
 	pods     corelisters.PodLister
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	// orphans are pods (namespace/name) whose tracking finalizer no job
 	// will remove: their job is gone, finished, or no longer theirs.
-	orphans workqueue.TypedRateLimitingInterface[string]
+	orphans *worker.Queue
 	exp     *expectations
 	backoff *backoffStore
 }
@@ -114,10 +115,12 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.setDefaults()
 	c := &controller{
 		cfg: cfg, log: cfg.Logger, client: cfg.Client, clock: cfg.Clock,
-		jobs:    cfg.Informers.Batch().V1().Jobs().Lister(),
-		pods:    cfg.Informers.Core().V1().Pods().Lister(),
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: cfg.Clock}),
-		orphans: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "job_orphan_pod", Clock: cfg.Clock}),
+		jobs: cfg.Informers.Batch().V1().Jobs().Lister(),
+		pods: cfg.Informers.Core().V1().Pods().Lister(),
+		queue: worker.New(worker.Config{Name: "job", Clock: cfg.Clock, Log: cfg.Logger, Message: "job sync", Noun: "job",
+			// The cache lagged our own last write; the retry sees it.
+			Quiet: apierrors.IsConflict, QuietMessage: "job sync"}),
+		orphans: worker.New(worker.Config{Name: "job_orphan_pod", Clock: cfg.Clock, Log: cfg.Logger, Message: "orphan pod finalizer", Noun: "pod"}),
 		exp:     newExpectations(cfg.Clock.Now),
 		backoff: newBackoffStore(),
 	}
@@ -130,83 +133,27 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "job-controller"})
 	}
-	jobInf := cfg.Informers.Batch().V1().Jobs().Informer()
-	podInf := cfg.Informers.Core().V1().Pods().Informer()
-	jh, err := jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.addJob, UpdateFunc: c.updateJob, DeleteFunc: c.deleteJob})
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: cfg.Informers.Batch().V1().Jobs().Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addJob, UpdateFunc: c.updateJob, DeleteFunc: c.deleteJob}},
+		worker.Subscription{Informer: cfg.Informers.Core().V1().Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.addPod,
+			UpdateFunc: c.updatePod,
+			DeleteFunc: func(obj any) { c.deletePod(obj, true) },
+		}},
+	)
 	if err != nil {
-		return fmt.Errorf("job informer: %w", err)
+		return fmt.Errorf("job controller: add event handler: %w", err)
 	}
-	defer func() { _ = jobInf.RemoveEventHandler(jh) }()
-	ph, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: func(obj any) { c.deletePod(obj, true) },
-	})
-	if err != nil {
-		return fmt.Errorf("pod informer: %w", err)
-	}
-	defer func() { _ = podInf.RemoveEventHandler(ph) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), jobInf.HasSynced, podInf.HasSynced, jh.HasSynced, ph.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-		c.orphans.ShutDown()
-	}()
 	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processJob(ctx) {
-			}
-		})
-	}
-	wg.Go(func() {
-		for c.processOrphan(ctx) {
-		}
-	})
+	wg.Go(func() { c.queue.Run(ctx, cfg.Workers, c.syncJob) })
+	wg.Go(func() { c.orphans.Run(ctx, 1, c.syncOrphan) })
 	wg.Wait()
 	return nil
-}
-
-func (c *controller) processJob(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncJob(ctx, key); err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err):
-			// The cache lagged our own last write; the retry sees it.
-			c.log.Debug("job sync", "job", key, "err", err)
-		default:
-			c.log.Warn("job sync", "job", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) processOrphan(ctx context.Context) bool {
-	key, quit := c.orphans.Get()
-	if quit {
-		return false
-	}
-	defer c.orphans.Done(key)
-	if err := c.syncOrphan(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("orphan pod finalizer", "pod", key, "err", err)
-		}
-		c.orphans.AddRateLimited(key)
-		return true
-	}
-	c.orphans.Forget(key)
-	return true
 }
 
 func jobKey(namespace, name string) string { return namespace + "/" + name }
@@ -259,10 +206,7 @@ func (c *controller) updateJob(oldObj, newObj any) {
 }
 
 func (c *controller) deleteJob(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	job, ok := obj.(*batchv1.Job)
+	job, ok := worker.Unwrap[*batchv1.Job](obj)
 	if !ok {
 		return
 	}
@@ -374,10 +318,7 @@ func (c *controller) podChanged(p *corev1.Pod, ref *metav1.OwnerReference) {
 
 // deletePod handles a pod deleted (final) or marked for deletion.
 func (c *controller) deletePod(obj any, final bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	p, ok := obj.(*corev1.Pod)
+	p, ok := worker.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

@@ -5,106 +5,42 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
-
-// eventLog is an EventRecorder that keeps what it is told; client-go's
-// FakeRecorder blocks once its channel is full.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *eventLog) Event(_ runtime.Object, typ, reason, msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, typ+" "+reason+" "+msg)
-}
-
-func (r *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	r.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	r.Eventf(obj, typ, reason, format, args...)
-}
-
-// count is how many events had this reason.
-func (r *eventLog) count(reason string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if f := strings.Fields(e); len(f) > 1 && f[1] == reason {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *eventLog) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Sprint(r.events)
-}
 
 // cluster is a real API server with the job controller running on it.
 type cluster struct {
 	t      *testing.T
 	ctx    context.Context
 	client kubernetes.Interface
-	events *eventLog
+	events *controllertest.Recorder
 }
 
 // startCluster starts the server and the controller; adjust may change
 // the controller's config (the recorder, knobs).
 func startCluster(t *testing.T, adjust func(*Config)) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	c := &cluster{t: t, ctx: ctx, client: client, events: &eventLog{}}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 45 * time.Second})
 	cfg := Config{
-		Client: client, Informers: factory, Recorder: c.events,
-		Logger:            slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Client: ce.Client, Informers: ce.Informers, Recorder: ce.Events,
+		Logger:            controllertest.Logger(t, slog.LevelWarn),
 		PodFailureBackoff: 10 * time.Millisecond, MaxPodFailureBackoff: 50 * time.Millisecond,
 		SyncBatchPeriod: 10 * time.Millisecond,
 	}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-	})
-	return c
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error { return Run(ctx, cfg) })
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client, events: ce.Events}
 }
 
 func template() corev1.PodTemplateSpec {
@@ -160,12 +96,7 @@ func activePods(pods []corev1.Pod) []corev1.Pod {
 // eventually polls cond until it holds, failing the test at the deadline.
 func (c *cluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		c.t.Fatalf("waiting for %s: %v; events: %s", what, err, c.events)
-	}
+	controllertest.Eventually(c.t, c.ctx, 20*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s; events: %s", what, c.events)
 }
 
 // finish plays the kubelet: the pod's container exits with code and the
@@ -223,8 +154,8 @@ func (c *cluster) setStatus(name string, f func(*corev1.Pod)) {
 // more: an event follows the status write that a test may see first.
 func (c *cluster) wantEvents(reason string, n int) {
 	c.t.Helper()
-	c.eventually(fmt.Sprintf("%d %s events", n, reason), func() bool { return c.events.count(reason) >= n })
-	if got := c.events.count(reason); got != n {
+	c.eventually(fmt.Sprintf("%d %s events", n, reason), func() bool { return len(c.events.WithReason(reason)) >= n })
+	if got := len(c.events.WithReason(reason)); got != n {
 		c.t.Errorf("%d %s events, want %d: %s", got, reason, n, c.events)
 	}
 }

@@ -16,9 +16,11 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"skiff/server/controller/controllertest"
+	"skiff/server/controller/worker"
 )
 
 // fakeEnv runs syncJob against a fake clientset with caches the test
@@ -29,7 +31,7 @@ type fakeEnv struct {
 	jobs   cache.Indexer
 	pods   cache.Indexer
 	c      *controller
-	events *eventLog
+	events *controllertest.Recorder
 }
 
 func newFakeEnv(t *testing.T, job *batchv1.Job, pods ...*corev1.Pod) *fakeEnv {
@@ -42,16 +44,14 @@ func newFakeEnv(t *testing.T, job *batchv1.Job, pods ...*corev1.Pod) *fakeEnv {
 	idx := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
-	e := &fakeEnv{t: t, client: client, jobs: idx(), pods: idx(), events: &eventLog{}}
+	e := &fakeEnv{t: t, client: client, jobs: idx(), pods: idx(), events: &controllertest.Recorder{}}
 	e.setJob(job)
 	for _, p := range pods {
 		e.setPod(p)
 	}
 	cfg := Config{Client: client, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Clock: testingclock.NewFakeClock(time.Now())}
 	cfg.setDefaults()
-	q := func() workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	}
+	q := func() *worker.Queue { return worker.New(worker.Config{}) }
 	e.c = &controller{cfg: cfg, log: cfg.Logger, client: client, recorder: e.events, clock: cfg.Clock,
 		jobs: batchlisters.NewJobLister(e.jobs), pods: corelisters.NewPodLister(e.pods),
 		queue: q(), orphans: q(), exp: newExpectations(cfg.Clock.Now), backoff: newBackoffStore()}
@@ -159,7 +159,7 @@ func TestSyncJob_FailedPastLimit_FailureTargetWrittenBeforeFinalizerGoesThenFail
 	if c := findCondition(final.Status.Conditions, batchv1.JobFailed); c == nil || c.Reason != batchv1.JobReasonBackoffLimitExceeded {
 		t.Errorf("Failed condition %+v", c)
 	}
-	if e.events.count("BackoffLimitExceeded") != 1 {
+	if len(e.events.WithReason("BackoffLimitExceeded")) != 1 {
 		t.Errorf("events %s", e.events)
 	}
 }

@@ -3,7 +3,6 @@ package namespace
 import (
 	"context"
 	"log/slog"
-	"skiff/server/apiserver/apitest"
 	"testing"
 	"time"
 
@@ -12,21 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
+
+	"skiff/server/controller/controllertest"
 )
 
-// realServer is our API server over SQLite, reached in-process as the
-// controller is in `skiff server`.
-func realServer(t *testing.T) *rest.Config {
-	t.Helper()
-	return apitest.Start(t, apitest.Options{}).Config(nil)
-}
-
 func TestAgainstAPIServer(t *testing.T) {
-	cfg := realServer(t)
-	client := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// Our API server over SQLite, reached in-process as the controller is
+	// in `skiff server`.
+	env := controllertest.Start(t, controllertest.Options{Timeout: time.Minute})
+	ctx, cfg, client := env.Ctx, env.Config, env.Client
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -48,12 +41,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	must(err)
 	must(client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}))
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, Config{Client: client, Metadata: metadata.NewForConfigOrDie(cfg), Discovery: client.Discovery(), Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, 0)
-	}()
+	stop := controllertest.Run(t, ctx, func(ctx context.Context) error {
+		return run(ctx, Config{Client: client, Metadata: metadata.NewForConfigOrDie(cfg), Discovery: client.Discovery(), Logger: controllertest.Logger(t, slog.LevelInfo)}, 0)
+	})
 
 	// The held secret keeps the namespace, and the conditions say why.
 	waitFor(t, ctx, "content-remaining conditions", func() bool {
@@ -84,20 +74,11 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Errorf("live namespace has %d config maps, want 2", len(live.Items))
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
-	}
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool) {
 	t.Helper()
-	for !ok() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	controllertest.Eventually(t, ctx, time.Minute, func(context.Context) (bool, error) { return ok(), nil }, "%s", what)
 }
 
 // statusWriteDeletesNamespace probes whether an update to a terminating

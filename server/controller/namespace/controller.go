@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 const (
@@ -64,7 +65,7 @@ func run(ctx context.Context, cfg Config, grace time.Duration) error {
 	}
 	factory := informers.NewSharedInformerFactory(cfg.Client, resyncPeriod)
 	nsInf := factory.Core().V1().Namespaces().Informer()
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespace"})
+	q := worker.New(worker.Config{Name: "namespace", RateLimiter: rateLimiter(), Log: log, Message: "namespace deletion", Noun: "namespace"})
 	defer q.ShutDown()
 	enqueue := func(obj any) {
 		// Only namespaces being deleted concern this controller; a live
@@ -82,48 +83,20 @@ func run(ctx context.Context, cfg Config, grace time.Duration) error {
 		return ctx.Err()
 	}
 	d := &deleter{cfg: cfg, log: log}
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for process(ctx, q, d, log) {
-			}
-		}()
-	}
-	wg.Wait()
+	q.Run(ctx, workers, func(ctx context.Context, name string) error {
+		err := d.sync(ctx, name)
+		var remaining *remainingError
+		if errors.As(err, &remaining) {
+			// Content that is going away by itself (finalizers, graceful pod
+			// termination) is waited for, not treated as a failure: look
+			// again after half the estimate, as upstream does.
+			log.Debug("content remaining", "namespace", name, "estimateSeconds", remaining.estimate)
+			q.AddAfter(name, time.Duration(remaining.estimate/2+1)*time.Second)
+			return nil
+		}
+		return err
+	})
 	return nil
-}
-
-// process handles one queued namespace; it reports false once the queue
-// is shut down.
-func process(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], d *deleter, log *slog.Logger) bool {
-	name, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(name)
-	err := d.sync(ctx, name)
-	var remaining *remainingError
-	switch {
-	case err == nil:
-		q.Forget(name)
-	case errors.As(err, &remaining):
-		// Content that is going away by itself (finalizers, graceful pod
-		// termination) is waited for, not treated as a failure: look again
-		// after half the estimate, as upstream does.
-		q.Forget(name)
-		log.Debug("content remaining", "namespace", name, "estimateSeconds", remaining.estimate)
-		q.AddAfter(name, time.Duration(remaining.estimate/2+1)*time.Second)
-	default:
-		log.Warn("namespace deletion", "namespace", name, "err", err)
-		q.AddRateLimited(name)
-	}
-	return true
 }
 
 // rateLimiter retries faster than the default controller limiter and never

@@ -9,16 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 // cluster is a real API server with the "default" namespace (where the
@@ -30,16 +26,8 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	_, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	t.Cleanup(b.Shutdown)
-	return &cluster{client: client, recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-ipam-controller"})}
+	client := controllertest.Start(t, controllertest.Options{Namespaces: []string{metav1.NamespaceDefault}}).Client
+	return &cluster{client: client, recorder: controllertest.APIRecorder(t, client, "node-ipam-controller")}
 }
 
 // start runs the controller with its own informer factory, as after a
@@ -50,26 +38,14 @@ func (c *cluster) start(t *testing.T, clusterCIDR string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(c.client, 0)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{Client: c.client, Informers: factory, Recorder: c.recorder, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), ClusterCIDR: rng})
-	}()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
+	factory := controllertest.Informers(t, c.client)
+	stopRun := controllertest.Run(t, context.Background(), func(ctx context.Context) error {
+		return Run(ctx, Config{Client: c.client, Informers: factory, Recorder: c.recorder, Logger: controllertest.Logger(t, slog.LevelInfo), ClusterCIDR: rng})
+	})
+	return func() {
+		stopRun()
 		factory.Shutdown()
 	}
-	t.Cleanup(stop)
-	return stop
 }
 
 func (c *cluster) createNode(t *testing.T, name, podCIDR string) {
@@ -128,9 +104,7 @@ func (c *cluster) waitEvent(t *testing.T, node, reason string) *corev1.Event {
 
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(t, context.Background(), 20*time.Second, cond, "%s", what)
 }
 
 func TestNodeIPAM_NodesGetDistinctCIDRs_ExistingKept(t *testing.T) {

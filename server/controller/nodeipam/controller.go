@@ -26,7 +26,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // Event reasons, as upstream's (CIDRAssigned is ours: upstream only logs).
@@ -107,7 +108,7 @@ type controller struct {
 	log      *slog.Logger
 	alloc    *allocator
 	nodes    corelisters.NodeLister
-	q        workqueue.TypedRateLimitingInterface[string]
+	q        *worker.Queue
 
 	mu sync.Mutex
 	// waiting are the nodes refused for want of a free subnet; they are
@@ -130,7 +131,6 @@ func Run(ctx context.Context, cfg Config) error {
 		log:      cfg.Logger,
 		alloc:    newAllocator(sets...),
 		nodes:    cfg.Informers.Core().V1().Nodes().Lister(),
-		q:        workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeipam"}),
 		waiting:  map[string]bool{},
 	}
 	if c.recorder == nil {
@@ -139,39 +139,27 @@ func Run(ctx context.Context, cfg Config) error {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.q = worker.New(worker.Config{Name: "nodeipam", Log: c.log, Message: "node pod CIDR", Noun: "node"})
 	defer c.q.ShutDown()
-	inf := cfg.Informers.Core().V1().Nodes().Informer()
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: c.updated,
-		DeleteFunc: c.enqueue,
+	synced, unsubscribe, err := worker.Subscribe(worker.Subscription{
+		Informer: cfg.Informers.Core().V1().Nodes().Informer(),
+		Handler:  cache.ResourceEventHandlerFuncs{AddFunc: c.q.Enqueue, UpdateFunc: c.updated, DeleteFunc: c.q.Enqueue},
 	})
 	if err != nil {
 		return fmt.Errorf("nodeipam: watch nodes: %w", err)
 	}
-	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, reg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	if err := c.rebuild(); err != nil {
 		return err
 	}
-	go func() {
-		<-ctx.Done()
-		c.q.ShutDown()
-	}()
 	// One worker: allocation is quick, and a single writer keeps the
 	// record of held subnets simple to reason about.
-	for c.processNext(ctx) {
-	}
+	c.q.Run(ctx, 1, c.syncOrWait)
 	return nil
-}
-
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.q.Add(key)
-	}
 }
 
 // updated skips the many node updates (status, heartbeats, labels) that
@@ -182,7 +170,7 @@ func (c *controller) updated(old, cur any) {
 	if ok1 && ok2 && o.UID == n.UID && len(n.Spec.PodCIDRs) > 0 && n.Spec.PodCIDR == o.Spec.PodCIDR && slices.Equal(n.Spec.PodCIDRs, o.Spec.PodCIDRs) {
 		return
 	}
-	c.enqueue(cur)
+	c.q.Enqueue(cur)
 }
 
 // rebuild records the pod CIDRs every existing node has, before any new
@@ -200,28 +188,18 @@ func (c *controller) rebuild() error {
 	return nil
 }
 
-func (c *controller) processNext(ctx context.Context) bool {
-	name, quit := c.q.Get()
-	if quit {
-		return false
-	}
-	defer c.q.Done(name)
+// syncOrWait syncs a node; one refused for want of a free subnet is not
+// failing, only waiting.
+func (c *controller) syncOrWait(ctx context.Context, name string) error {
 	err := c.sync(ctx, name)
-	switch {
-	case errors.Is(err, errFull):
+	if errors.Is(err, errFull) {
 		// Freeing a subnet wakes the node at once; the retry is only a
 		// safety net, and backing off further would not make it cheaper.
 		c.log.Warn("node pod CIDR", "node", name, "err", err)
-		c.q.Forget(name)
 		c.q.AddAfter(name, fullRetry)
-		return true
-	case err != nil:
-		c.log.Warn("node pod CIDR", "node", name, "err", err)
-		c.q.AddRateLimited(name)
-		return true
+		return nil
 	}
-	c.q.Forget(name)
-	return true
+	return err
 }
 
 // wake offers the nodes waiting for a subnet again: one was just freed.

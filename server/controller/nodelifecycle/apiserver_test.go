@@ -12,14 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 // cluster is our API server over SQLite with the test playing every
@@ -32,15 +27,8 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	client := kubernetes.NewForConfigOrDie(apitest.Start(t, apitest.Options{}).Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	c := &cluster{t: t, ctx: ctx, client: client}
-	for _, ns := range []string{metav1.NamespaceDefault, corev1.NamespaceNodeLease} {
-		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		must(t, err)
-	}
-	return c
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{metav1.NamespaceDefault, corev1.NamespaceNodeLease}, Timeout: 45 * time.Second})
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client}
 }
 
 // run starts the controller with short periods; it is stopped, and must
@@ -48,25 +36,13 @@ func startCluster(t *testing.T) *cluster {
 func (c *cluster) run(cfg Config) {
 	c.t.Helper()
 	cfg.Client = c.client
-	cfg.Informers = informers.NewSharedInformerFactory(c.client, 0)
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
-	cfg.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-controller"})
-	cfg.Logger = slog.New(slog.NewTextHandler(c.t.Output(), nil))
+	cfg.Informers = controllertest.Informers(c.t, c.client)
+	cfg.Recorder = controllertest.APIRecorder(c.t, c.client, "node-controller")
+	cfg.Logger = controllertest.Logger(c.t, slog.LevelInfo)
 	cfg.NodeMonitorPeriod = 200 * time.Millisecond
 	cfg.NodeMonitorGracePeriod = 2 * time.Second
 	cfg.NodeStartupGracePeriod = 2 * time.Second
-	ctx, stop := context.WithCancel(c.ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	c.t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			c.t.Errorf("Run = %v", err)
-		}
-		cfg.Informers.Shutdown()
-		b.Shutdown()
-	})
+	controllertest.Run(c.t, c.ctx, func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
 func (c *cluster) addNode(name string, mutate func(*corev1.Node)) {
@@ -173,10 +149,7 @@ func (c *cluster) podExists(name string) bool {
 
 func (c *cluster) eventually(what string, ok func() bool) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(c.ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return ok(), nil })
-	if err != nil {
-		c.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(c.t, c.ctx, 30*time.Second, func(context.Context) (bool, error) { return ok(), nil }, "%s", what)
 }
 
 // holds checks that ok stays true for the whole of d: absence of action

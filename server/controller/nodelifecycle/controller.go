@@ -24,8 +24,9 @@ import (
 	listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"skiff/server/controller/worker"
 )
 
 // Defaults of the Config knobs, upstream's kube-controller-manager defaults.
@@ -140,10 +141,10 @@ type controller struct {
 	podIdx cache.Indexer
 
 	// taintQ holds node names whose taints are to be reconciled.
-	taintQ workqueue.TypedRateLimitingInterface[string]
+	taintQ *worker.Queue
 	// evictQ holds pod keys to judge against their node's NoExecute
 	// taints; a pod tolerating them for a while comes back with AddAfter.
-	evictQ workqueue.TypedRateLimitingInterface[string]
+	evictQ *worker.Queue
 
 	// monitor is touched only by the monitor goroutine.
 	monitor monitorState
@@ -191,15 +192,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	c.podIdx = podInf.GetIndexer()
-	regs, err := c.register(nodeInf, podInf)
+	unsubscribe, err := c.subscribe(nodeInf, podInf)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for inf, reg := range regs {
-			_ = inf.RemoveEventHandler(reg)
-		}
-	}()
+	defer unsubscribe()
 	defer c.taintQ.ShutDown()
 	defer c.evictQ.ShutDown()
 	factory.Start(ctx.Done())
@@ -208,21 +205,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runMonitor(ctx) })
-	wg.Go(func() { c.work(ctx, c.taintQ, c.syncTaints) })
-	for range evictionWorkers {
-		wg.Go(func() { c.work(ctx, c.evictQ, c.judgePod) })
-	}
-	<-ctx.Done()
-	c.taintQ.ShutDown()
-	c.evictQ.ShutDown()
+	wg.Go(func() { c.taintQ.Run(ctx, 1, c.syncTaints) })
+	wg.Go(func() { c.evictQ.Run(ctx, evictionWorkers, c.judgePod) })
 	wg.Wait()
 	return nil
 }
 
 func newController(cfg Config, factory informers.SharedInformerFactory) *controller {
-	queue := func(name string) workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: cfg.Clock})
+	queue := func(name string) *worker.Queue {
+		return worker.New(worker.Config{Name: name, Clock: cfg.Clock, Log: cfg.Logger, Message: "node lifecycle sync", Noun: "key"})
 	}
 	return &controller{
 		cfg:       cfg,
@@ -251,38 +242,30 @@ func indexPodByNode(obj any) ([]string, error) {
 	return []string{pod.Spec.NodeName}, nil
 }
 
-// register subscribes to nodes and pods. Leases need no handler: the
-// monitor reads them on its own schedule, as heartbeats are judged by time.
-func (c *controller) register(nodeInf, podInf cache.SharedIndexInformer) (map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration, error) {
-	regs := map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{}
-	reg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.nodeChanged(nil, obj) },
-		UpdateFunc: c.nodeChanged,
-		DeleteFunc: c.nodeDeleted,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch nodes: %w", err)
-	}
-	regs[nodeInf] = reg
+// subscribe watches nodes and pods. Leases need no handler: the monitor
+// reads them on its own schedule, as heartbeats are judged by time.
+func (c *controller) subscribe(nodeInf, podInf cache.SharedIndexInformer) (unsubscribe func(), err error) {
 	enqueuePod := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+		if pod, ok := worker.Unwrap[*corev1.Pod](obj); ok && pod.Spec.NodeName != "" {
 			c.evictQ.Add(cache.MetaObjectToName(pod).String())
 		}
 	}
-	reg, err = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueuePod,
-		UpdateFunc: func(_, obj any) { enqueuePod(obj) },
-		DeleteFunc: enqueuePod,
-	})
+	_, unsubscribe, err = worker.Subscribe(
+		worker.Subscription{Informer: nodeInf, Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.nodeChanged(nil, obj) },
+			UpdateFunc: c.nodeChanged,
+			DeleteFunc: c.nodeDeleted,
+		}},
+		worker.Subscription{Informer: podInf, Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueuePod,
+			UpdateFunc: func(_, obj any) { enqueuePod(obj) },
+			DeleteFunc: enqueuePod,
+		}},
+	)
 	if err != nil {
-		_ = nodeInf.RemoveEventHandler(regs[nodeInf])
-		return nil, fmt.Errorf("watch pods: %w", err)
+		return nil, fmt.Errorf("watch nodes and pods: %w", err)
 	}
-	regs[podInf] = reg
-	return regs, nil
+	return unsubscribe, nil
 }
 
 func (c *controller) nodeChanged(oldObj, obj any) {
@@ -303,10 +286,7 @@ func (c *controller) nodeChanged(oldObj, obj any) {
 }
 
 func (c *controller) nodeDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	node, ok := obj.(*corev1.Node)
+	node, ok := worker.Unwrap[*corev1.Node](obj)
 	if !ok {
 		return
 	}
@@ -343,23 +323,4 @@ func (c *controller) podsOn(node string) []*corev1.Pod {
 		}
 	}
 	return pods
-}
-
-// work drains a queue; failed keys come back rate limited.
-func (c *controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
-	for {
-		key, quit := q.Get()
-		if quit {
-			return
-		}
-		if err := sync(ctx, key); err != nil {
-			if ctx.Err() == nil {
-				c.log.Warn("node lifecycle sync", "key", key, "err", err)
-			}
-			q.AddRateLimited(key)
-		} else {
-			q.Forget(key)
-		}
-		q.Done(key)
-	}
 }

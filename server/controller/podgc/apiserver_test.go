@@ -9,15 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 type cluster struct {
@@ -27,36 +22,18 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	c := &cluster{client: kubernetes.NewForConfigOrDie(srv.Config(nil)), ctx: t.Context()}
-	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return &cluster{client: controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}}).Client, ctx: t.Context()}
 }
 
 // start runs the controller until the test ends.
 func (c *cluster) start(t *testing.T, cfg Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(c.client, 0)
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
-	cfg.Client, cfg.Informers, cfg.Logger = c.client, factory, slog.New(slog.NewTextHandler(t.Output(), nil))
-	cfg.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pod-garbage-collector"})
+	cfg.Client, cfg.Informers, cfg.Logger = c.client, controllertest.Informers(t, c.client), controllertest.Logger(t, slog.LevelInfo)
+	cfg.Recorder = controllertest.APIRecorder(t, c.client, "pod-garbage-collector")
 	if cfg.Period == 0 {
 		cfg.Period = 50 * time.Millisecond
 	}
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-		b.Shutdown()
-	})
+	controllertest.Run(t, context.Background(), func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
 func (c *cluster) node(t *testing.T, name string) {
@@ -116,9 +93,7 @@ func (c *cluster) exists(t *testing.T, name string) bool {
 
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(t, t.Context(), 20*time.Second, cond, "%s", what)
 }
 
 func TestPodGC_NodeDeleted_PodsMarkedFailedThenDeleted(t *testing.T) {

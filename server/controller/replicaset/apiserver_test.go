@@ -16,6 +16,7 @@ import (
 
 	"skiff/server/apiserver"
 	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 	"skiff/store"
 )
 
@@ -60,7 +61,7 @@ func statusIs(ctx context.Context, client kubernetes.Interface, name string, wan
 
 func TestReplicaSet_CreatesPodsFromTemplateAndReportsStatus(t *testing.T) {
 	e := start(t, apitest.Options{})
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	rs, err := e.client.AppsV1().ReplicaSets("default").Create(e.ctx, replicaSet("web", 3), metav1.CreateOptions{})
 	must(t, err)
 	waitFor(t, e.ctx, "3 ready replicas", statusIs(e.ctx, e.client, "web", func(s appsv1.ReplicaSetStatus, _ *appsv1.ReplicaSet) bool {
@@ -78,7 +79,7 @@ func TestReplicaSet_CreatesPodsFromTemplateAndReportsStatus(t *testing.T) {
 			t.Errorf("pod %s: labels %v, controller %+v", p.Name, p.Labels, ref)
 		}
 	}
-	if got := e.events.withReason("SuccessfulCreate"); len(got) != 3 || !strings.HasPrefix(got[0].message, "Created pod: web-") || got[0].object != "web" {
+	if got := e.events.WithReason("SuccessfulCreate"); len(got) != 3 || !strings.HasPrefix(got[0].Message, "Created pod: web-") || got[0].Object != "web" {
 		t.Errorf("SuccessfulCreate events = %+v, want 3 naming the pods", got)
 	}
 
@@ -92,7 +93,7 @@ func TestReplicaSet_CreatesPodsFromTemplateAndReportsStatus(t *testing.T) {
 		pods, err := podsOf(e.ctx, e.client, rs)
 		return len(pods) == 1, err
 	})
-	if got := e.events.withReason("SuccessfulDelete"); len(got) != 2 {
+	if got := e.events.WithReason("SuccessfulDelete"); len(got) != 2 {
 		t.Errorf("SuccessfulDelete events = %+v, want 2", got)
 	}
 }
@@ -106,10 +107,10 @@ func TestReplicaSet_ScaleDown_DeletesNotReadyFirst(t *testing.T) {
 	var unready atomic.Value
 	unready.Store("")
 	// The first pod the kubelet sees stays Pending: the one to go first.
-	kubelet{ready: func(p *corev1.Pod) bool {
+	controllertest.Kubelet{Ready: func(p *corev1.Pod) bool {
 		unready.CompareAndSwap("", p.Name)
 		return unready.Load() != p.Name
-	}}.run(t, e.ctx, e.client)
+	}}.Run(t, e.ctx, e.client)
 	rs, err := e.client.AppsV1().ReplicaSets("default").Create(e.ctx, replicaSet("web", 3), metav1.CreateOptions{})
 	must(t, err)
 	waitFor(t, e.ctx, "2 of 3 ready", statusIs(e.ctx, e.client, "web", func(s appsv1.ReplicaSetStatus, _ *appsv1.ReplicaSet) bool {
@@ -149,7 +150,7 @@ func TestReplicaSet_AdoptsMatchingOrphansAndReleasesPodsThatStopMatching(t *test
 		return ref != nil && ref.UID == rs.UID, nil
 	})
 	waitFor(t, e.ctx, "2 replicas", statusIs(e.ctx, e.client, "web", func(s appsv1.ReplicaSetStatus, _ *appsv1.ReplicaSet) bool { return s.Replicas == 2 }))
-	if got := e.events.withReason("SuccessfulCreate"); len(got) != 1 {
+	if got := e.events.WithReason("SuccessfulCreate"); len(got) != 1 {
 		t.Errorf("created %d pods, want 1 beside the adopted orphan", len(got))
 	}
 
@@ -197,8 +198,8 @@ func TestReplicaSet_CreateForbidden_SlowStartStopsAndReplicaFailureIsSet(t *test
 		c := condition(s.Conditions, appsv1.ReplicaSetReplicaFailure)
 		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "FailedCreate" && strings.Contains(c.Message, "exceeded quota")
 	}))
-	failed := e.events.withReason("FailedCreate")
-	if len(failed) == 0 || !strings.HasPrefix(failed[0].message, "Error creating: ") || failed[0].eventType != corev1.EventTypeWarning {
+	failed := e.events.WithReason("FailedCreate")
+	if len(failed) == 0 || !strings.HasPrefix(failed[0].Message, "Error creating: ") || failed[0].Type != corev1.EventTypeWarning {
 		t.Errorf("FailedCreate events = %+v", failed)
 	}
 	// Each sync tries one pod (the first slow-start batch), not five.
@@ -214,7 +215,7 @@ func TestReplicaSet_CreateForbidden_SlowStartStopsAndReplicaFailureIsSet(t *test
 
 func TestReplicaSet_TerminatingPodsAreReplacedAndReportedSeparately(t *testing.T) {
 	e := start(t, apitest.Options{})
-	kubelet{keepTerminating: true}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{KeepTerminating: true}.Run(t, e.ctx, e.client)
 	rs, err := e.client.AppsV1().ReplicaSets("default").Create(e.ctx, replicaSet("web", 2), metav1.CreateOptions{})
 	must(t, err)
 	waitFor(t, e.ctx, "2 ready", statusIs(e.ctx, e.client, "web", func(s appsv1.ReplicaSetStatus, _ *appsv1.ReplicaSet) bool { return s.ReadyReplicas == 2 }))
@@ -234,7 +235,7 @@ func TestReplicaSet_TerminatingPodsAreReplacedAndReportedSeparately(t *testing.T
 
 func TestReplicaSet_MinReadySeconds_PodsBecomeAvailableLaterWithoutFurtherEvents(t *testing.T) {
 	e := start(t, apitest.Options{})
-	kubelet{}.run(t, e.ctx, e.client)
+	controllertest.Kubelet{}.Run(t, e.ctx, e.client)
 	w, err := e.client.AppsV1().ReplicaSets("default").Watch(e.ctx, metav1.ListOptions{FieldSelector: "metadata.name=web"})
 	must(t, err)
 	defer w.Stop()

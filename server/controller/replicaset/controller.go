@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,7 +24,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 const (
@@ -63,7 +63,7 @@ type controller struct {
 	burst    int
 	rsLister appslisters.ReplicaSetLister
 	pods     corelisters.PodLister
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	exp      *expectations
 }
 
@@ -77,14 +77,15 @@ func Run(ctx context.Context, cfg Config) error {
 		recorder: cfg.Recorder,
 		log:      cfg.Logger,
 		burst:    cfg.BurstReplicas,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"}),
-		exp: newExpectations(),
+		exp:      newExpectations(),
 	}
-	defer c.queue.ShutDown()
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.queue = worker.New(worker.Config{Name: "replicaset", Log: c.log, Message: "replicaset sync", Noun: "replicaset",
+		// A cache behind our own writes; the retry reads anew.
+		Quiet: apierrors.IsConflict, QuietMessage: "replicaset sync conflict"})
+	defer c.queue.ShutDown()
 	if c.burst <= 0 {
 		c.burst = defaultBurstReplicas
 	}
@@ -95,80 +96,20 @@ func Run(ctx context.Context, cfg Config) error {
 	rsInf := cfg.Informers.Apps().V1().ReplicaSets()
 	podInf := cfg.Informers.Core().V1().Pods()
 	c.rsLister, c.pods = rsInf.Lister(), podInf.Lister()
-	rsReg, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-		DeleteFunc: c.deleteRS,
-	})
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: rsInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.queue.Enqueue, UpdateFunc: c.queue.EnqueueUpdate, DeleteFunc: c.deleteRS}},
+		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
+	)
 	if err != nil {
-		return fmt.Errorf("replicaset informer: %w", err)
+		return fmt.Errorf("replicaset controller informer: %w", err)
 	}
-	defer func() { _ = rsInf.Informer().RemoveEventHandler(rsReg) }()
-	podReg, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
-	})
-	if err != nil {
-		return fmt.Errorf("pod informer: %w", err)
-	}
-	defer func() { _ = podInf.Informer().RemoveEventHandler(podReg) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), rsReg.HasSynced, podReg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, workers, c.sync)
 	return nil
-}
-
-// processNext syncs one queued ReplicaSet; it reports false once the queue
-// is shut down.
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() != nil {
-			// Shutting down: the failure is the cancellation's.
-			return true
-		}
-		if apierrors.IsConflict(err) {
-			// A cache behind our own writes; the retry reads anew.
-			c.log.Debug("replicaset sync conflict", "replicaset", key, "err", err)
-		} else {
-			c.log.Warn("replicaset sync", "replicaset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err == nil {
-		c.queue.Add(key)
-	}
-}
-
-func (c *controller) enqueueAfter(rs *appsv1.ReplicaSet, d time.Duration) {
-	if key, err := cache.MetaNamespaceKeyFunc(rs); err == nil {
-		c.queue.AddAfter(key, d)
-	}
 }
 
 func (c *controller) deleteRS(obj any) {
@@ -235,7 +176,7 @@ func (c *controller) addPod(obj any) {
 	}
 	// An orphan: every ReplicaSet that selects it gets a chance to adopt.
 	for _, rs := range c.replicaSetsSelecting(pod) {
-		c.enqueue(rs)
+		c.queue.Enqueue(rs)
 	}
 }
 
@@ -258,7 +199,7 @@ func (c *controller) updatePod(oldObj, curObj any) {
 	refChanged := !reflect.DeepEqual(curRef, oldRef)
 	if refChanged && oldRef != nil {
 		if rs := c.resolveControllerRef(old.Namespace, oldRef); rs != nil {
-			c.enqueue(rs)
+			c.queue.Enqueue(rs)
 		}
 	}
 	if curRef != nil {
@@ -266,31 +207,25 @@ func (c *controller) updatePod(oldObj, curObj any) {
 		if rs == nil {
 			return
 		}
-		c.enqueue(rs)
+		c.queue.Enqueue(rs)
 		if !podReady(old) && podReady(cur) && rs.Spec.MinReadySeconds > 0 {
 			// Available only minReadySeconds after turning ready: look again
 			// then, or status would wait for some unrelated event.
-			c.enqueueAfter(rs, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
+			c.queue.EnqueueAfter(rs, time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
 		}
 		return
 	}
 	if labelChanged || refChanged {
 		for _, rs := range c.replicaSetsSelecting(cur) {
-			c.enqueue(rs)
+			c.queue.Enqueue(rs)
 		}
 	}
 }
 
 func (c *controller) deletePod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := worker.Unwrap[*corev1.Pod](obj)
 	if !ok {
-		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {

@@ -69,7 +69,7 @@ func (c *controller) sync(ctx context.Context, key string) error {
 	if manageErr == nil && updated.Spec.MinReadySeconds > 0 && updated.Status.ReadyReplicas == replicasOf(updated) &&
 		updated.Status.AvailableReplicas != replicasOf(updated) {
 		// Ready pods become available on their own as time passes.
-		c.enqueueAfter(updated, time.Duration(updated.Spec.MinReadySeconds)*time.Second)
+		c.queue.EnqueueAfter(updated, time.Duration(updated.Spec.MinReadySeconds)*time.Second)
 	}
 	return manageErr
 }

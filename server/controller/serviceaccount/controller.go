@@ -14,7 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // RootCAConfigMap is the ConfigMap every namespace gets with the cluster CA.
@@ -45,7 +46,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cmFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 10*time.Minute, named(RootCAConfigMap))
 	saInf := saFactory.Core().V1().ServiceAccounts().Informer()
 	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	q := worker.New(worker.Config{Log: log, Message: "service account sync", Noun: "namespace"})
 	defer q.ShutDown()
 	enqueueNS := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok {
@@ -53,10 +54,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	enqueueOwner := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if m, ok := obj.(metav1.Object); ok {
+		if m, ok := worker.Unwrap[metav1.Object](obj); ok {
 			q.Add(m.GetNamespace())
 		}
 	}
@@ -76,21 +74,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return ctx.Err()
 	}
 	r := &reconciler{cfg: cfg, ns: factory.Core().V1().Namespaces().Lister(), sa: saFactory.Core().V1().ServiceAccounts().Lister(), cm: cmFactory.Core().V1().ConfigMaps().Lister()}
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
-	for {
-		name, quit := q.Get()
-		if quit {
-			return nil
-		}
-		if err := r.sync(ctx, name); err != nil {
-			log.Warn("service account sync", "namespace", name, "err", err)
-			q.AddRateLimited(name)
-		} else {
-			q.Forget(name)
-		}
-		q.Done(name)
-	}
+	q.Run(ctx, 1, r.sync)
+	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -27,7 +26,8 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultWorkers: status writes are small and rare, two suffice.
@@ -52,7 +52,7 @@ type controller struct {
 	cfg      Config
 	log      *slog.Logger
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	services corelisters.ServiceLister
 	nodes    corelisters.NodeLister
 	slices   discoverylisters.EndpointSliceLister
@@ -76,69 +76,32 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "service-lb-controller"})
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "servicelb"})
+	c.queue = worker.New(worker.Config{Name: "servicelb", Log: c.log, Message: "load balancer status sync", Noun: "service", Quiet: apierrors.IsConflict})
 	defer c.queue.ShutDown()
 
 	svcInf := cfg.Informers.Core().V1().Services()
 	nodeInf := cfg.Informers.Core().V1().Nodes()
 	sliceInf := cfg.Informers.Discovery().V1().EndpointSlices()
 	c.services, c.nodes, c.slices = svcInf.Lister(), nodeInf.Lister(), sliceInf.Lister()
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{svcInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n any) { c.enqueue(n) }}},
-		{nodeInf.Informer(), cache.ResourceEventHandlerFuncs{
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: svcInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n any) { c.enqueue(n) }}},
+		worker.Subscription{Informer: nodeInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.enqueueAll() },
 			UpdateFunc: c.updateNode,
 			DeleteFunc: func(any) { c.enqueueAll() },
 		}},
-		{sliceInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.sliceChanged, UpdateFunc: func(_, n any) { c.sliceChanged(n) }, DeleteFunc: c.sliceChanged}},
+		worker.Subscription{Informer: sliceInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.sliceChanged, UpdateFunc: func(_, n any) { c.sliceChanged(n) }, DeleteFunc: c.sliceChanged}},
+	)
+	if err != nil {
+		return fmt.Errorf("servicelb controller: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return fmt.Errorf("servicelb controller: add event handler: %w", err)
-		}
-		defer func() { _ = h.inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil && !apierrors.IsConflict(err) {
-			c.log.Warn("load balancer status sync", "service", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *controller) enqueue(obj any) {
@@ -181,10 +144,7 @@ func (c *controller) updateNode(oldObj, newObj any) {
 // sliceChanged follows endpoints only for the services whose addresses
 // depend on where their pods run.
 func (c *controller) sliceChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	s, ok := obj.(*discovery.EndpointSlice)
+	s, ok := worker.Unwrap[*discovery.EndpointSlice](obj)
 	if !ok {
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,14 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 const ns = metav1.NamespaceDefault
@@ -33,32 +29,16 @@ type env struct {
 	t      *testing.T
 	ctx    context.Context
 	client kubernetes.Interface
-	events *eventLog
+	events *controllertest.Recorder
 }
 
 func start(t *testing.T) *env {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, client: client, events: &eventLog{}}
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	e.must(err)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Config{Client: client, Informers: factory, Recorder: e.events, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{ns}, Timeout: 45 * time.Second})
+	controllertest.Run(t, ce.Ctx, func(ctx context.Context) error {
+		return Run(ctx, Config{Client: ce.Client, Informers: ce.Informers, Recorder: ce.Events, Logger: controllertest.Logger(t, slog.LevelInfo)})
 	})
-	return e
+	return &env{t: t, ctx: ce.Ctx, client: ce.Client, events: ce.Events}
 }
 
 func (e *env) must(err error) {
@@ -70,10 +50,7 @@ func (e *env) must(err error) {
 
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		e.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	controllertest.Eventually(e.t, e.ctx, 30*time.Second, func(context.Context) (bool, error) { return cond(), nil }, "%s", what)
 }
 
 func statefulSet(name string, n int32) *appsv1.StatefulSet {
@@ -314,8 +291,8 @@ func TestStatefulSet_OrderedReady_CreatesNextOnlyWhenReady(t *testing.T) {
 		"Normal SuccessfulCreate create Claim data-web-0 Pod web-0 in StatefulSet web success",
 		"Normal SuccessfulCreate create Pod web-2 in StatefulSet web successful",
 	} {
-		if !e.events.has(want) {
-			t.Errorf("no event %q in %v", want, e.events.all())
+		if !e.events.Has(want) {
+			t.Errorf("no event %q in %v", want, e.events)
 		}
 	}
 }
@@ -342,8 +319,8 @@ func TestStatefulSet_ScaleDown_RemovesHighestOrdinalFirst(t *testing.T) {
 	if got := log.stop(); !inOrder(got, "delete web-2", "delete web-1") || slices.Contains(got, "delete web-0") {
 		t.Errorf("pod events: %v", got)
 	}
-	if !e.events.has("Normal SuccessfulDelete delete Pod web-2 in StatefulSet web successful") {
-		t.Errorf("events %v", e.events.all())
+	if !e.events.Has("Normal SuccessfulDelete delete Pod web-2 in StatefulSet web successful") {
+		t.Errorf("events %v", e.events)
 	}
 	// whenScaled: Delete hands a removed pod's claim to the pod (for the
 	// garbage collector); a remaining pod's claim belongs to the set.
@@ -454,37 +431,7 @@ func TestStatefulSet_Parallel_CreatesAllAtOnceAndRecreatesFailedPods(t *testing.
 		pod, ok := e.pod("web-1")
 		return ok && pod.UID != failed.UID && pod.Status.Phase == corev1.PodPending
 	})
-	if !e.events.has("Warning RecreatingFailedPod StatefulSet default/web is recreating failed Pod web-1") {
-		t.Errorf("events %v", e.events.all())
+	if !e.events.Has("Warning RecreatingFailedPod StatefulSet default/web is recreating failed Pod web-1") {
+		t.Errorf("events %v", e.events)
 	}
-}
-
-// eventLog is an event recorder that keeps "type reason message" lines.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (l *eventLog) Event(_ runtime.Object, typ, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, typ+" "+reason+" "+message)
-}
-
-func (l *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	l.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	l.Eventf(obj, typ, reason, format, args...)
-}
-
-func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.events)
-}
-
-func (l *eventLog) has(prefix string) bool {
-	return slices.ContainsFunc(l.all(), func(s string) bool { return strings.HasPrefix(s, prefix) })
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,7 +27,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/controller/worker"
 )
 
 // Config wires the controller.
@@ -55,7 +55,7 @@ type controller struct {
 	pods      corelisters.PodLister
 	revisions appslisters.ControllerRevisionLister
 	claims    corelisters.PersistentVolumeClaimLister
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *worker.Queue
 }
 
 // Run keeps stateful sets' pods and claims in place until ctx ends.
@@ -82,62 +82,27 @@ func Run(ctx context.Context, cfg Config) error {
 		pods:      core.Pods().Lister(),
 		revisions: apps.ControllerRevisions().Lister(),
 		claims:    core.PersistentVolumeClaims().Lister(),
-		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "statefulset"}),
+		queue:     worker.New(worker.Config{Name: "statefulset", Log: cfg.Logger, Message: "stateful set sync", Noun: "statefulset"}),
 	}
 	defer c.queue.ShutDown()
-	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
-		apps.StatefulSets().Informer(): cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
-			DeleteFunc: c.enqueue,
-		},
-		core.Pods().Informer(): cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePodEvent},
+	synced, unsubscribe, err := worker.Subscribe(
+		worker.Subscription{Informer: apps.StatefulSets().Informer(), Handler: c.queue.Handlers()},
+		worker.Subscription{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePodEvent}},
 		// Claims and revisions are read, not reacted to: every change the
 		// controller cares about also shows on a pod or the set.
-		apps.ControllerRevisions().Informer():    cache.ResourceEventHandlerFuncs{},
-		core.PersistentVolumeClaims().Informer(): cache.ResourceEventHandlerFuncs{},
+		worker.Subscription{Informer: apps.ControllerRevisions().Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
+		worker.Subscription{Informer: core.PersistentVolumeClaims().Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
+	)
+	if err != nil {
+		return fmt.Errorf("statefulset: add event handler: %w", err)
 	}
-	var synced []cache.InformerSynced
-	for inf, h := range handlers {
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("statefulset: add event handler: %w", err)
-		}
-		defer func() { _ = inf.RemoveEventHandler(reg) }()
-		synced = append(synced, reg.HasSynced)
-	}
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	c.queue.Run(ctx, cfg.Workers, c.sync)
 	return nil
-}
-
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("stateful set sync", "statefulset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *controller) sync(ctx context.Context, key string) error {
@@ -261,12 +226,6 @@ func statusChanged(old, cur *appsv1.StatefulSetStatus) bool {
 		(cur.CollisionCount != nil && (old.CollisionCount == nil || *old.CollisionCount != *cur.CollisionCount))
 }
 
-func (c *controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.queue.Add(key)
-	}
-}
-
 // owner returns the stateful set ref names, if it still is the same one.
 func (c *controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1.StatefulSet {
 	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
@@ -285,7 +244,7 @@ func (c *controller) enqueueSelecting(pod *corev1.Pod) {
 	for _, set := range sets {
 		sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
 		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) && isMemberOf(set, pod) {
-			c.enqueue(set)
+			c.queue.Enqueue(set)
 		}
 	}
 }
@@ -298,7 +257,7 @@ func (c *controller) addPod(obj any) {
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		if set := c.owner(pod.Namespace, ref); set != nil {
-			c.enqueue(set)
+			c.queue.Enqueue(set)
 		}
 		return
 	}
@@ -313,7 +272,7 @@ func (c *controller) updatePod(oldObj, curObj any) {
 	oldRef, curRef := metav1.GetControllerOf(old), metav1.GetControllerOf(cur)
 	if oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID) {
 		if set := c.owner(old.Namespace, oldRef); set != nil {
-			c.enqueue(set)
+			c.queue.Enqueue(set)
 		}
 	}
 	if curRef != nil {
@@ -321,9 +280,9 @@ func (c *controller) updatePod(oldObj, curObj any) {
 		if set == nil {
 			return
 		}
-		c.enqueue(set)
+		c.queue.Enqueue(set)
 		if set.Spec.MinReadySeconds > 0 && readyCondition(old) == nil && readyCondition(cur) != nil {
-			c.queue.AddAfter(cur.Namespace+"/"+set.Name, time.Duration(set.Spec.MinReadySeconds)*time.Second+time.Second)
+			c.queue.EnqueueAfter(set, time.Duration(set.Spec.MinReadySeconds)*time.Second+time.Second)
 		}
 		return
 	}
@@ -333,14 +292,11 @@ func (c *controller) updatePod(oldObj, curObj any) {
 }
 
 func (c *controller) deletePodEvent(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := worker.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
 	if set := c.owner(pod.Namespace, metav1.GetControllerOf(pod)); set != nil {
-		c.enqueue(set)
+		c.queue.Enqueue(set)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,8 +23,9 @@ import (
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"skiff/server/controller/worker"
 )
 
 // DefaultWorkers is upstream's --concurrent-ttl-after-finished-syncs.
@@ -56,7 +56,7 @@ type controller struct {
 	clock    clock.WithTicker
 	workers  int
 	jobs     batchlisters.JobLister
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 }
 
 // Run deletes expired Jobs until ctx ends.
@@ -72,31 +72,19 @@ func Run(ctx context.Context, cfg Config) error {
 		defer b.Shutdown()
 		c.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ttl-after-finished-controller"})
 	}
-	inf := cfg.Informers.Batch().V1().Jobs().Informer()
-	h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, n any) { c.enqueue(n) },
+	synced, unsubscribe, err := worker.Subscribe(worker.Subscription{
+		Informer: cfg.Informers.Batch().V1().Jobs().Informer(),
+		Handler:  cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n any) { c.enqueue(n) }},
 	})
 	if err != nil {
 		return fmt.Errorf("job informer: %w", err)
 	}
-	defer func() { _ = inf.RemoveEventHandler(h) }()
+	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, h.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.process(ctx) {
-			}
-		})
-	}
-	wg.Wait()
+	c.queue.Run(ctx, c.workers, c.sync)
 	return nil
 }
 
@@ -114,9 +102,8 @@ func newController(cfg Config) *controller {
 	}
 	return &controller{
 		log: cfg.Logger, client: cfg.Client, clock: cfg.Clock, recorder: cfg.Recorder, workers: cfg.Workers,
-		jobs: cfg.Informers.Batch().V1().Jobs().Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_jobs_to_delete", Clock: cfg.Clock}),
+		jobs:  cfg.Informers.Batch().V1().Jobs().Lister(),
+		queue: worker.New(worker.Config{Name: "ttl_jobs_to_delete", Clock: cfg.Clock, Log: cfg.Logger, Message: "ttl after finished", Noun: "job"}),
 	}
 }
 
@@ -126,23 +113,6 @@ func (c *controller) enqueue(obj any) {
 	if ok && j.DeletionTimestamp == nil && needsCleanup(j) {
 		c.queue.Add(j.Namespace + "/" + j.Name)
 	}
-}
-
-func (c *controller) process(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("ttl after finished", "job", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // sync deletes the Job if its TTL has run out, or requeues it for when

@@ -2,10 +2,8 @@ package ttlafterfinished
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -22,7 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"skiff/server/apiserver/apitest"
+	"skiff/server/controller/controllertest"
 )
 
 func TestTimeLeft(t *testing.T) {
@@ -71,55 +67,19 @@ func TestTimeLeft(t *testing.T) {
 	}
 }
 
-type eventLog struct {
-	mu      sync.Mutex
-	reasons []string
-}
-
-func (r *eventLog) Event(_ runtime.Object, _, reason, _ string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reasons = append(r.reasons, reason)
-}
-
-func (r *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	r.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	r.Eventf(obj, typ, reason, format, args...)
-}
-
-func (r *eventLog) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.reasons)
-}
-
-func (r *eventLog) has(reason string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.reasons, reason)
-}
-
 type cluster struct {
-	t      *testing.T
-	ctx    context.Context
-	client kubernetes.Interface
-	clock  *testingclock.FakeClock
-	events *eventLog
+	t         *testing.T
+	ctx       context.Context
+	client    kubernetes.Interface
+	informers informers.SharedInformerFactory
+	clock     *testingclock.FakeClock
+	events    *controllertest.Recorder
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	srv := apitest.Start(t, apitest.Options{})
-	client := kubernetes.NewForConfigOrDie(srv.Config(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	return &cluster{t: t, ctx: ctx, client: client, clock: testingclock.NewFakeClock(time.Now().Truncate(time.Second)), events: &eventLog{}}
+	ce := controllertest.Start(t, controllertest.Options{Namespaces: []string{"default"}, Timeout: 45 * time.Second})
+	return &cluster{t: t, ctx: ce.Ctx, client: ce.Client, informers: ce.Informers, clock: testingclock.NewFakeClock(time.Now().Truncate(time.Second)), events: ce.Events}
 }
 
 // finishedJob creates a Job that completed now (fake clock) with a TTL.
@@ -170,36 +130,19 @@ func (c *cluster) deleting(name string) bool {
 
 func TestTTL_FinishedJobDeletedForegroundOnceTTLPassed(t *testing.T) {
 	c := newCluster(t)
-	factory := informers.NewSharedInformerFactory(c.client, 0)
-	runCtx, stop := context.WithCancel(c.ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Config{Client: c.client, Informers: factory, Recorder: c.events, Clock: c.clock,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	}()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-		factory.Shutdown()
-	}()
+	controllertest.Run(t, c.ctx, func(ctx context.Context) error {
+		return Run(ctx, Config{Client: c.client, Informers: c.informers, Recorder: c.events, Clock: c.clock, Logger: controllertest.Logger(t, slog.LevelWarn)})
+	})
 	c.finishedJob("short", 30)
 	c.clock.Step(31 * time.Second)
-	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	controllertest.Eventually(t, c.ctx, 20*time.Second, func(context.Context) (bool, error) {
 		c.clock.Step(time.Millisecond) // lets a rate-limited retry run
 		return c.deleting("short"), nil
-	})
-	if err != nil {
-		t.Fatalf("job not deleted after its TTL: %v", err)
-	}
+	}, "the job deleted after its TTL")
 	// The event follows the deletion: wait for it too.
-	err = wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return c.events.has("TTLExpired"), nil
-	})
-	if err != nil {
-		t.Errorf("no TTLExpired event: %v", c.events.list())
-	}
+	controllertest.Eventually(t, c.ctx, 10*time.Second, func(context.Context) (bool, error) {
+		return len(c.events.WithReason("TTLExpired")) > 0, nil
+	}, "a TTLExpired event; events: %s", c.events)
 }
 
 // direct builds a controller whose job cache holds exactly the given
