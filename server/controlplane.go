@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -96,7 +95,7 @@ func newLoops(cfg Config, transport func(*auth.User) http.RoundTripper, log *slo
 	if cfg.ClusterCIDR != "" {
 		_, n, err := net.ParseCIDR(cfg.ClusterCIDR)
 		if err != nil {
-			return nil, errors.Join(errors.New("--cluster-cidr"), err)
+			return nil, fmt.Errorf("--cluster-cidr %q: %w", cfg.ClusterCIDR, err)
 		}
 		l.clusterCIDR = n
 	}
@@ -126,7 +125,7 @@ func (l *loops) start(ctx context.Context) {
 func (l *loops) elect(ctx context.Context, client kubernetes.Interface, lease string, lead func(context.Context)) {
 	ec := l.election
 	ec.Client, ec.Name, ec.Lead = client, lease, lead
-	ec.Logger = l.log.With("lease", lease)
+	ec.Logger = l.log
 	if err := leaderelect.Run(ctx, ec); err != nil {
 		l.log.Error("leader election stopped", "lease", lease, "err", err)
 	}
