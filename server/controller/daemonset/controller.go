@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"skiff/server/controller/ownerref"
 	"skiff/server/controller/worker"
 )
 
@@ -144,13 +145,7 @@ func (c *controller) deleteSet(obj any) {
 
 // owner returns the daemon set ref names, if it still is the same one.
 func (c *controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1.DaemonSet {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	ds, err := c.sets.DaemonSets(namespace).Get(ref.Name)
-	if err != nil || ds.UID != ref.UID {
-		return nil
-	}
+	ds, _ := ownerref.Resolve(ref, controllerKind, c.sets.DaemonSets(namespace).Get)
 	return ds
 }
 
@@ -158,15 +153,7 @@ func (c *controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1
 // candidates to adopt an orphan.
 func (c *controller) setsSelecting(namespace string, lbls map[string]string) []*appsv1.DaemonSet {
 	sets, _ := c.sets.DaemonSets(namespace).List(labels.Everything())
-	var out []*appsv1.DaemonSet
-	for _, ds := range sets {
-		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(lbls)) {
-			continue
-		}
-		out = append(out, ds)
-	}
-	return out
+	return ownerref.Selecting(sets, func(ds *appsv1.DaemonSet) *metav1.LabelSelector { return ds.Spec.Selector }, lbls)
 }
 
 func (c *controller) addPod(obj any) {

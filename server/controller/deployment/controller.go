@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"skiff/server/controller/ownerref"
 	"skiff/server/controller/worker"
 )
 
@@ -110,13 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 // resolveControllerRef returns the Deployment a controller reference
 // points to, unless it is not a Deployment or names a successor.
 func (c *controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appsv1.Deployment {
-	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	d, err := c.dLister.Deployments(namespace).Get(ref.Name)
-	if err != nil || d.UID != ref.UID {
-		return nil
-	}
+	d, _ := ownerref.Resolve(ref, controllerKind, c.dLister.Deployments(namespace).Get)
 	return d
 }
 
@@ -130,15 +125,7 @@ func (c *controller) deploymentsSelecting(rs *appsv1.ReplicaSet) []*appsv1.Deplo
 	if err != nil {
 		return nil
 	}
-	var out []*appsv1.Deployment
-	for _, d := range list {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Labels)) {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
+	return ownerref.Selecting(list, func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }, rs.Labels)
 }
 
 func (c *controller) addRS(obj any) {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"skiff/server/controller/ownerref"
 	"skiff/server/controller/worker"
 )
 
@@ -127,13 +128,7 @@ func (c *controller) deleteRS(obj any) {
 // points to, or nil when it is not one of ours or names a ReplicaSet that
 // has since been replaced by another with the same name.
 func (c *controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	rs, err := c.rsLister.ReplicaSets(namespace).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return nil
-	}
+	rs, _ := ownerref.Resolve(ref, controllerKind, c.rsLister.ReplicaSets(namespace).Get)
 	return rs
 }
 
@@ -147,15 +142,7 @@ func (c *controller) replicaSetsSelecting(pod *corev1.Pod) []*appsv1.ReplicaSet 
 	if err != nil {
 		return nil
 	}
-	var out []*appsv1.ReplicaSet
-	for _, rs := range list {
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		out = append(out, rs)
-	}
-	return out
+	return ownerref.Selecting(list, func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }, pod.Labels)
 }
 
 func (c *controller) addPod(obj any) {

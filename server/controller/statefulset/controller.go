@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"skiff/server/controller/ownerref"
 	"skiff/server/controller/worker"
 )
 
@@ -228,22 +229,15 @@ func statusChanged(old, cur *appsv1.StatefulSetStatus) bool {
 
 // owner returns the stateful set ref names, if it still is the same one.
 func (c *controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1.StatefulSet {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	set, err := c.sets.StatefulSets(namespace).Get(ref.Name)
-	if err != nil || set.UID != ref.UID {
-		return nil
-	}
+	set, _ := ownerref.Resolve(ref, controllerKind, c.sets.StatefulSets(namespace).Get)
 	return set
 }
 
 // enqueueSelecting queues the sets that might adopt an orphan pod.
 func (c *controller) enqueueSelecting(pod *corev1.Pod) {
 	sets, _ := c.sets.StatefulSets(pod.Namespace).List(labels.Everything())
-	for _, set := range sets {
-		sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) && isMemberOf(set, pod) {
+	for _, set := range ownerref.Selecting(sets, func(s *appsv1.StatefulSet) *metav1.LabelSelector { return s.Spec.Selector }, pod.Labels) {
+		if isMemberOf(set, pod) {
 			c.queue.Enqueue(set)
 		}
 	}
