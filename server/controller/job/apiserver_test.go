@@ -176,8 +176,9 @@ func TestJob_ActiveDeadlineSeconds_FailsAndDeletesActivePods(t *testing.T) {
 		j.Spec.ActiveDeadlineSeconds = ptr.To[int64](1)
 	})
 	c.eventually("two active pods", func() bool { return len(activePods(c.pods(job))) == 2 })
+	// On a loaded machine the deadline may pass before the pods start.
 	for _, p := range c.pods(job) {
-		c.run(p.Name)
+		c.runIfPresent(p.Name)
 	}
 	c.eventually("Failed", func() bool { return hasCondition(c.job("slow"), batchv1.JobFailed) })
 

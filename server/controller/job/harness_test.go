@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -121,22 +122,40 @@ func (c *cluster) finish(name string, code int32) {
 // run plays the kubelet starting the pod.
 func (c *cluster) run(name string) {
 	c.t.Helper()
-	c.setStatus(name, func(p *corev1.Pod) {
-		now := metav1.Now()
-		p.Status.Phase = corev1.PodRunning
-		p.Status.StartTime = &now
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: "main", Image: "busybox", ImageID: "docker.io/library/busybox@sha256:1", Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-		}}
-	})
+	c.setStatus(name, running)
+}
+
+// runIfPresent is run for a pod the controller may delete at any moment
+// (a job past its deadline): a pod already gone is no failure.
+func (c *cluster) runIfPresent(name string) {
+	c.t.Helper()
+	if err := c.trySetStatus(name, running); err != nil && !apierrors.IsNotFound(err) {
+		c.t.Fatalf("pod %s status: %v", name, err)
+	}
+}
+
+// running is what a kubelet reports for a started pod.
+func running(p *corev1.Pod) {
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &now
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "main", Image: "busybox", ImageID: "docker.io/library/busybox@sha256:1", Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}}
 }
 
 func (c *cluster) setStatus(name string, f func(*corev1.Pod)) {
 	c.t.Helper()
+	if err := c.trySetStatus(name, f); err != nil {
+		c.t.Fatalf("pod %s status: %v", name, err)
+	}
+}
+
+func (c *cluster) trySetStatus(name string, f func(*corev1.Pod)) error {
 	pods := c.client.CoreV1().Pods("default")
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := pods.Get(c.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -145,9 +164,6 @@ func (c *cluster) setStatus(name string, f func(*corev1.Pod)) {
 		_, err = pods.UpdateStatus(c.ctx, p, metav1.UpdateOptions{})
 		return err
 	})
-	if err != nil {
-		c.t.Fatalf("pod %s status: %v", name, err)
-	}
 }
 
 // wantEvents waits for n events of the reason, then checks there are no
