@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -17,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"skiff/agent"
+	"skiff/runtime/daemon"
 	"skiff/server"
+	"skiff/server/join"
 )
 
 // Stamped by the build (make build): -X main.buildVersion=... -X main.buildCommit=...
@@ -27,6 +28,11 @@ var (
 )
 
 func main() {
+	// The embedded containerd and its runc shim are this binary under other
+	// names (hard links the agent makes), as in k3s.
+	if handled, code := daemon.Dispatch(os.Args[0], os.Args[1:]); handled {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
@@ -42,7 +48,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCommand(), newAgentCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAgentCommand(), newImagesCommand(), join.TokenCommand(), newVersionCommand())
 	return root
 }
 
@@ -58,7 +64,9 @@ func withConfig(cmd *cobra.Command) *cobra.Command {
 
 func newServerCommand() *cobra.Command {
 	cfg := server.Config{}
+	acfg := agent.Config{}
 	var mode string
+	var disableAgent bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the state store and the Kubernetes API over HTTPS",
@@ -69,9 +77,16 @@ func newServerCommand() *cobra.Command {
 				return fmt.Errorf("--write-kubeconfig-mode %q: want an octal file mode such as 0600", mode)
 			}
 			cfg.KubeconfigMode = os.FileMode(m)
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			cfg.Logger = newLogger()
 			cfg.Version = versionInfo()
-			return server.Run(cmd.Context(), cfg)
+			if disableAgent {
+				return server.Run(cmd.Context(), cfg)
+			}
+			acfg.DataDir, acfg.ClusterCIDR, acfg.ClusterDomain = cfg.DataDir, cfg.ClusterCIDR, cfg.ClusterDomain
+			acfg.ControlPlane = true
+			acfg.KubeletVersion = cfg.Version.GitVersion
+			acfg.Logger = cfg.Logger.With("part", "agent")
+			return runServerWithAgent(cmd.Context(), cfg, acfg)
 		},
 	}
 	f := cmd.Flags()
@@ -92,24 +107,9 @@ func newServerCommand() *cobra.Command {
 	f.Int64Var(&cfg.DefaultTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds admission gives every pod for the not-ready and unreachable NoExecute taints")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler")
 	f.BoolVar(&cfg.DisableControllers, "disable-controller-manager", false, "do not run the controllers")
-	return withConfig(cmd)
-}
-
-func newAgentCommand() *cobra.Command {
-	cfg := agent.Config{}
-	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "Join a server as a worker node (not built yet: validates its flags and exits)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return agent.Run(cmd.Context(), cfg)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.ServerURL, "server", "", "server to join, https://host:6443 (env SKIFF_URL)")
-	f.StringVar(&cfg.Token, "token", "", "join token (env SKIFF_TOKEN)")
-	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/skiff", "directory for the agent's state")
-	f.StringVar(&cfg.NodeName, "node-name", "", "node name (default: the hostname)")
+	f.StringVar(&cfg.Token, "token", "", "join token secret agents present (default: generated once, kept in <data-dir>/server/token) (env SKIFF_TOKEN)")
+	f.BoolVar(&disableAgent, "disable-agent", false, "run only the control plane, without a local node")
+	addNodeFlags(f, &acfg)
 	return withConfig(cmd)
 }
 

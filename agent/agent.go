@@ -1,16 +1,22 @@
-// Package agent is skiff's node agent: it joins a server with a token and
-// does the kubelet's duties on containerd. Only its configuration exists so
-// far; Run says so plainly instead of pretending to join.
+// Package agent is skiff's node agent: it joins a server with a token,
+// registers the Node, runs containerd (embedded by default), the pod
+// network, the kubelet's pod duties and the streaming server on 10250.
 package agent
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
-// Config is everything `skiff agent` is told.
+// Config is everything `skiff agent` (or the agent inside `skiff server`) is
+// told.
 type Config struct {
 	// ServerURL is the server to join, https://host:6443.
 	ServerURL string
@@ -20,11 +26,41 @@ type Config struct {
 	DataDir string
 	// NodeName is the node's name (default: the hostname).
 	NodeName string
+	// NodeIPs are the node's addresses (default: detected).
+	NodeIPs []string
+	// NodeLabels (key=value) and NodeTaints (key=value:Effect) are set when
+	// the node registers.
+	NodeLabels []string
+	NodeTaints []string
+	// ControlPlane marks the agent inside `skiff server`.
+	ControlPlane bool
+	// ContainerRuntimeEndpoint is an existing containerd socket; empty runs
+	// the embedded containerd.
+	ContainerRuntimeEndpoint string
+	// NetworkBackend is vxlan, host-gw or none.
+	NetworkBackend string
+	// ClusterCIDR is the pod range (traffic leaving it is masqueraded).
+	ClusterCIDR string
+	// ClusterDNS and ClusterDomain go into every pod's resolv.conf.
+	ClusterDNS    string
+	ClusterDomain string
+	// KubeletPort is where the streaming server listens (10250).
+	KubeletPort int
+	// PodLogDir (/var/log/pods), NetNSDir (/run/skiff/netns) and CgroupRoot
+	// (/skiff) are shared with the machine; tests move them.
+	PodLogDir  string
+	NetNSDir   string
+	CgroupRoot string
+	// RegistriesFile is a k3s-style registries.yaml (mirrors, credentials).
+	RegistriesFile string
+	// KubeletVersion is what the Node reports as its kubelet version.
+	KubeletVersion string
+	// Logger receives the agent's logs.
+	Logger *slog.Logger
+	// Started, if set, is called once the node is registered and its pod
+	// network is up.
+	Started func()
 }
-
-// ErrNotBuilt is returned by Run: the agent's join and pod duties are not in
-// this build yet.
-var ErrNotBuilt = errors.New("the node agent (join, pods on containerd, pod network) is not built yet")
 
 // Validate checks the configuration a join needs.
 func (c Config) Validate() error {
@@ -38,13 +74,71 @@ func (c Config) Validate() error {
 	if c.Token == "" {
 		return errors.New("--token (or SKIFF_TOKEN) is required")
 	}
+	switch c.NetworkBackend {
+	case "", "vxlan", "host-gw", "none":
+	default:
+		return fmt.Errorf("--network-backend %q: want vxlan, host-gw or none", c.NetworkBackend)
+	}
+	for _, ip := range c.NodeIPs {
+		if net.ParseIP(ip) == nil {
+			return fmt.Errorf("--node-ip %q: not an IP address", ip)
+		}
+	}
+	if c.ClusterCIDR != "" {
+		if _, _, err := net.ParseCIDR(c.ClusterCIDR); err != nil {
+			return fmt.Errorf("--cluster-cidr %q: %w", c.ClusterCIDR, err)
+		}
+	}
 	return nil
 }
 
-// Run validates the configuration and then reports ErrNotBuilt.
+func (c Config) dir(parts ...string) string {
+	return filepath.Join(append([]string{c.DataDir, "agent"}, parts...)...)
+}
+
+// withDefaults fills what the flags leave empty.
+func (c Config) withDefaults() (Config, error) {
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return c, fmt.Errorf("node name: %w", err)
+		}
+		c.NodeName = strings.ToLower(h)
+	}
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&c.NetworkBackend, "vxlan")
+	def(&c.ClusterCIDR, "10.42.0.0/16")
+	def(&c.ClusterDNS, "10.43.0.10")
+	def(&c.ClusterDomain, "cluster.local")
+	def(&c.PodLogDir, "/var/log/pods")
+	def(&c.NetNSDir, "/run/skiff/netns")
+	def(&c.CgroupRoot, "/skiff")
+	def(&c.RegistriesFile, "/etc/skiff/registries.yaml")
+	if c.KubeletPort == 0 {
+		c.KubeletPort = 10250
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// Run joins the cluster and runs the node until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return ErrNotBuilt
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	n, err := start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return n.run(ctx)
 }

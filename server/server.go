@@ -22,14 +22,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
 
 	"skiff/server/admission"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
+	"skiff/server/auth/node"
 	"skiff/server/auth/rbac"
 	"skiff/server/auth/serviceaccount"
 	"skiff/server/certs"
 	"skiff/server/defaults"
+	"skiff/server/join"
 	"skiff/server/registry"
 	"skiff/server/storage"
 	"skiff/server/validation"
@@ -81,6 +84,10 @@ type Config struct {
 	// Listening, if set, is called with the bound address once the server
 	// accepts connections (useful with Port 0).
 	Listening func(addr net.Addr)
+	// Token is --token: the server token's secret, bare or as a full
+	// K10<hash>::server:<secret> token ("" = the one stored in
+	// <data-dir>/server/token, made on first start).
+	Token string
 }
 
 // StorePath is where the SQLite state store lives under a data directory.
@@ -115,6 +122,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
+	serverToken, err := join.EnsureServerToken(cfg.DataDir, cfg.Token, bundle.CAHash())
+	if err != nil {
+		return fmt.Errorf("server token: %w", err)
+	}
 
 	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
 	if err != nil {
@@ -137,11 +148,23 @@ func Run(ctx context.Context, cfg Config) error {
 	var bootstrapped atomic.Bool
 	authz := rbac.New(lookups)
 	allocator := &admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
+	// kubectl logs/exec/attach/port-forward: proxied to the agents on 10250
+	// with a client certificate only they accept, their serving certs
+	// verified against the cluster CA.
+	kubeletCert := &apiserver.KubeletClientCert{Dir: TLSDir(cfg.DataDir), Issuer: bundle, Roots: bundle.CAPool()}
+	if _, err := kubeletCert.Get(); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	kubelet, err := apiserver.NewKubeletProxy(apiserver.KubeletClientConfig{RootCAs: bundle.CAPool(), ClientCertificate: kubeletCert.Get})
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
+		Kubelet:            kubelet,
 		Registry:           reg,
 		Storage:            objects,
 		Authenticator:      apiserver.RequestAuthenticator{Tokens: []apiserver.TokenValidator{serviceaccount.NewValidator(saKey.Public(), "", nil, lookups)}},
-		Authorizer:         authz,
+		Authorizer:         node.New(nodeGraph{lookups}, authz),
 		Rules:              authz,
 		Tokens:             tokenIssuer{serviceaccount.NewIssuer(saKey, "")},
 		MinTokenExpiration: cfg.MinTokenExpiration,
@@ -156,6 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		},
 		Admission: []apiserver.Admitter{
+			admission.NodeRestriction{}, // before ServiceAccount: it checks mirror pods as sent
 			admission.ServiceAccount{Get: lookups},
 			admission.Priority{Get: lookups},
 			admission.DefaultTolerations{Seconds: cfg.DefaultTolerationSeconds},
@@ -193,7 +217,12 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	return serve(ctx, cfg, ln, bundle, api.Handler(), log, started)
+	joins, err := newJoinHandler(ctx, api, system, bundle, serverToken.Secret, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	return serve(ctx, cfg, ln, bundle, joins.Wrap(api.Handler()), log, started)
 }
 
 // serve serves TLS on ln, writes the admin kubeconfig and serves until ctx
@@ -264,4 +293,21 @@ func hostAddresses() []net.IP {
 		}
 	}
 	return out
+}
+
+// newJoinHandler serves /cacerts and /v1-skiff/node-certs beside the API
+// and starts the loop that deletes expired join tokens.
+func newJoinHandler(ctx context.Context, api *apiserver.Server, system *auth.User, bundle *certs.Bundle, secret string, log *slog.Logger) (*join.Handler, error) {
+	cs, err := kubernetes.NewForConfig(inProcessConfig(api.Transport(system)))
+	if err != nil {
+		return nil, err
+	}
+	caCert, caKey := bundle.CA()
+	h, err := join.New(join.Config{CACert: caCert, CAKey: caKey, CAPEM: bundle.CACertPEM(), ServerSecret: secret,
+		Client: cs, ServerAddresses: hostAddresses(), Logger: log.With("component", "join")})
+	if err != nil {
+		return nil, err
+	}
+	go join.RunCleaner(ctx, cs, time.Minute, nil, log.With("component", "join"))
+	return h, nil
 }

@@ -63,6 +63,9 @@ type Config struct {
 	Checks []Check
 	// Extra non-resource handlers mounted on the router (e.g. /openapi/).
 	Extra map[string]http.Handler
+	// Kubelet forwards pods/log, exec, attach and portforward to the
+	// agents (optional: without it they answer 503).
+	Kubelet *KubeletProxy
 }
 
 // Check is one named health check.

@@ -35,7 +35,11 @@ func subresources(res *registry.Resource) []subresource {
 	case res.Group == "" && res.Name == "pods":
 		out = append(out,
 			subresource{name: "binding", kind: schema.GroupVersionKind{Version: "v1", Kind: "Binding"}, verbs: []string{"create"}},
-			subresource{name: "eviction", kind: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, verbs: []string{"create"}})
+			subresource{name: "eviction", kind: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, verbs: []string{"create"}},
+			subresource{name: "log", verbs: []string{"get"}},
+			subresource{name: "exec", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"}, verbs: []string{"create", "get"}},
+			subresource{name: "attach", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodAttachOptions"}, verbs: []string{"create", "get"}},
+			subresource{name: "portforward", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}})
 	case res.Group == "" && res.Name == "serviceaccounts":
 		out = append(out, subresource{name: "token", kind: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, verbs: []string{"create"}})
 	case res.Group == "" && res.Name == "namespaces":

@@ -93,6 +93,12 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := parseRequest(r)
 		a := attributes(auth.UserFrom(r.Context()), info)
+		if a.ResourceRequest && a.Name == "" && (a.Verb == "list" || a.Verb == "watch") {
+			// As upstream: a list or watch of one object by name
+			// (fieldSelector=metadata.name=x) is authorized as that object,
+			// so rules with resourceNames and the node authorizer apply.
+			a.Name = nameFromFieldSelector(r)
+		}
 		ok, reason, err := s.cfg.Authorizer.Authorize(r.Context(), a)
 		if err != nil {
 			s.log.Error("authorization failed", "path", r.URL.Path, "err", err)
@@ -140,4 +146,22 @@ func forbidden(a auth.Attributes, reason string) error {
 		msg += ": " + reason
 	}
 	return apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
+}
+
+// nameFromFieldSelector returns x when the request's field selector is
+// exactly metadata.name=x (or ==x), else "".
+func nameFromFieldSelector(r *http.Request) string {
+	sel := r.URL.Query().Get("fieldSelector")
+	if sel == "" || strings.Contains(sel, ",") {
+		return ""
+	}
+	for _, op := range []string{"==", "="} {
+		if k, v, ok := strings.Cut(sel, op); ok {
+			if strings.TrimSpace(k) == "metadata.name" && !strings.ContainsAny(v, "=!") {
+				return strings.TrimSpace(v)
+			}
+			return ""
+		}
+	}
+	return ""
 }

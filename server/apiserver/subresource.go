@@ -37,6 +37,10 @@ func (s *Server) serveSubresource(q *request) {
 		writeError(q.w, q.r, apierrors.NewNotFound(schema.GroupResource{Group: q.res.Group, Resource: q.res.Name + "/" + q.info.Subresource}, q.info.Name))
 		return
 	}
+	if q.res.Group == "" && q.res.Name == "pods" && proxiedPodSubresources[q.info.Subresource] {
+		s.proxyToKubelet(q) // podproxy.go
+		return
+	}
 	switch q.info.Subresource + ":" + q.info.Verb {
 	case "status:get", "approval:get":
 		s.get(q)

@@ -10,10 +10,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"skiff/jointoken"
 )
 
 // File names inside Config.Dir (the k3s names where k3s has one).
@@ -328,37 +328,8 @@ func (b *Bundle) CAHash() string { return caHash(b.caPEM) }
 // signs approved CertificateSigningRequests.
 func (b *Bundle) CA() (*x509.Certificate, crypto.Signer) { return b.ca.cert, b.ca.key }
 
-func caHash(bundle []byte) string {
-	hashed := bundle
-	if certs, err := parseCertsPEM(bundle); err == nil && len(certs) > 1 {
-		if root := chainRoot(certs); root != nil {
-			hashed = root.Raw
-		}
-	}
-	sum := sha256.Sum256(hashed)
-	return hex.EncodeToString(sum[:])
-}
-
-// chainRoot finds the root certs[0] verifies to using the rest of the
-// bundle: self-issued certs as roots, the others as intermediates.
-func chainRoot(certs []*x509.Certificate) *x509.Certificate {
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	for _, c := range certs[1:] {
-		if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
-			roots.AddCert(c)
-		} else {
-			inter.AddCert(c)
-		}
-	}
-	// Default options (now, server-auth usage) on purpose: joining agents
-	// compute the hash the k3s way and must arrive at the same bytes.
-	chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-	if err != nil || len(chains) == 0 {
-		return nil
-	}
-	chain := chains[0]
-	return chain[len(chain)-1]
-}
+// caHash is jointoken.CAHash: agents compute the hash with the same code.
+func caHash(bundle []byte) string { return jointoken.CAHash(bundle) }
 
 // ServerTLSConfig is the API server's TLS config: client certs are optional
 // (tokens authenticate too) but verified against the CA when presented.
