@@ -23,6 +23,8 @@ package e2e
 // failure; node logs are then printed (tail) and kept on disk.
 
 import (
+	"skiff/runtime/testimage"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -170,8 +172,45 @@ func (c *netCluster) newNode(name, suffix string, octet int, args func() []strin
 	if err := os.MkdirAll(n.DataDir, 0o700); err != nil {
 		c.t.Fatal(err)
 	}
+	seedImages(c.t, n.DataDir)
 	n.NS = c.lab.addNamespace(suffix, octet)
 	return n
+}
+
+var (
+	testImageOnce sync.Once
+	testImagePath string
+	testImageErr  error
+)
+
+// seedImages puts the busybox test image (docker.io/library/busybox:latest,
+// built from the machine's busybox-static) where the agent imports every
+// tarball from at start: the lab has no registry, as an air-gapped box.
+func seedImages(t *testing.T, dataDir string) {
+	t.Helper()
+	testImageOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "skiff-image-")
+		if err != nil {
+			testImageErr = err
+			return
+		}
+		testImagePath = filepath.Join(dir, "busybox.tar")
+		testImageErr = testimage.WriteOCI(testImagePath, testimage.DefaultRef)
+	})
+	if testImageErr != nil {
+		t.Fatalf("test image: %v", testImageErr)
+	}
+	dir := filepath.Join(dataDir, "agent", "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(testImagePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busybox.tar"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // kubeconfig is the admin kubeconfig the server writes (it points at
