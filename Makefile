@@ -9,7 +9,8 @@ export GOFLAGS := -tags=no_cri,no_btrfs,no_devmapper,no_zfs
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+# containerd reports its own version (the embedded daemon) as its release.
+LDFLAGS := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT) -X github.com/containerd/containerd/v2/version.Version=2.4.2
 # Debian packages the build, the agent and the tests need: runc runs
 # containers for the embedded containerd; Debian's containerd serves the
 # --container-runtime-endpoint tests; busybox-static is the test image;

@@ -270,6 +270,7 @@ func (n *node) run(ctx context.Context) error {
 		"stream":     n.stream.Run,
 		"peers":      n.watchPeers,
 		"certs":      func(ctx context.Context) error { n.creds.RenewLoop(ctx); return nil },
+		"imagegc":    n.imageGC,
 	}
 	errc := make(chan error, len(loops))
 	var wg sync.WaitGroup
@@ -299,6 +300,34 @@ func (n *node) run(ctx context.Context) error {
 		<-n.daemon.Done()
 	}
 	return err
+}
+
+// Image garbage collection thresholds, as the kubelet's defaults: above
+// 85% use of the image filesystem, unused images go (oldest first) until
+// it is below 80%.
+const (
+	imageGCHighPct  = 85
+	imageGCLowPct   = 80
+	imageGCInterval = 5 * time.Minute
+)
+
+// imageGC removes images no container uses when the disk fills up.
+func (n *node) imageGC(ctx context.Context) error {
+	t := time.NewTicker(imageGCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		freed, err := n.images.GC(ctx, n.kubelet.ImagesInUse(), imageGCHighPct, imageGCLowPct)
+		if err != nil {
+			n.log.Warn("image garbage collection", "freed", freed, "err", err)
+		} else if freed > 0 {
+			n.log.Info("image garbage collection", "freed", freed)
+		}
+	}
 }
 
 // watchPeers keeps the pod network's routes to the other nodes current.

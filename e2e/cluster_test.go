@@ -519,10 +519,23 @@ func (c *netCluster) waitServerReady(timeout time.Duration) {
 // kubectlIn runs kubectl with stdin in the server's namespace against the
 // admin kubeconfig, returning stdout, stderr and the error.
 func (c *netCluster) kubectlIn(stdin string, args ...string) (string, string, error) {
+	return c.kubectlBinIn("kubectl", stdin, args...)
+}
+
+// kubectlCmd is the command running the kubectl binary bin (a name on PATH
+// or a path, as kubectl.1.27) with args in the server's namespace against
+// the admin kubeconfig; nsenter execs kubectl, so the command's process is
+// kubectl's. The caller starts it and must make sure it ends.
+func (c *netCluster) kubectlCmd(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	full := append([]string{"--net=/run/netns/" + c.server.NS, "--", bin, "--kubeconfig", c.kubeconfig()}, args...)
+	return exec.CommandContext(ctx, "nsenter", full...)
+}
+
+// kubectlBinIn is kubectlIn with the kubectl binary bin (60 s at most).
+func (c *netCluster) kubectlBinIn(bin, stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	full := append([]string{"--net=/run/netns/" + c.server.NS, "--", "kubectl", "--kubeconfig", c.kubeconfig()}, args...)
-	cmd := exec.CommandContext(ctx, "nsenter", full...)
+	cmd := c.kubectlCmd(ctx, bin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

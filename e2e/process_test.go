@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -45,8 +46,16 @@ func start(t *testing.T, args ...string) *proc {
 }
 
 // startEnv starts skiff with extra environment variables ("K=V").
+//
+// A server started here runs in the machine's own network namespace, so it
+// never runs its local node (which would program bridges, routes and
+// nftables there): multi-node tests use the namespace lab in
+// cluster_test.go instead.
 func startEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	if len(args) > 0 && args[0] == "server" && !slices.Contains(args, "--disable-agent") {
+		args = append(args, "--disable-agent")
+	}
 	p := &proc{cmd: exec.Command(skiffBin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p

@@ -82,7 +82,7 @@ func TestVersion_PrintsVersionCommitAndGo(t *testing.T) {
 	}
 }
 
-func TestAgent_ValidatesJoinFlags_AndSaysItIsNotBuilt(t *testing.T) {
+func TestAgent_ValidatesJoinFlags_BeforeTouchingAnything(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
@@ -92,7 +92,8 @@ func TestAgent_ValidatesJoinFlags_AndSaysItIsNotBuilt(t *testing.T) {
 		{"no server", []string{"agent", "--token", "x"}, nil, "--server"},
 		{"plain http server", []string{"agent", "--server", "http://10.0.0.1:6443", "--token", "x"}, nil, "want https://host:port"},
 		{"no token", []string{"agent", "--server", "https://10.0.0.1:6443"}, nil, "--token"},
-		{"from env", []string{"agent"}, []string{"SKIFF_URL=https://10.0.0.1:6443", "SKIFF_TOKEN=x"}, "not built yet"},
+		{"token from env without a CA hash", []string{"agent", "--data-dir", t.TempDir()}, []string{"SKIFF_URL=https://10.0.0.1:6443", "SKIFF_TOKEN=x"}, "the token has no CA hash"},
+		{"bad network backend", []string{"agent", "--server", "https://10.0.0.1:6443", "--token", "x", "--network-backend", "flannel"}, nil, "want vxlan, host-gw or none"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,1128 @@
+// Command podbench measures a real skiff node: the time from `skiff server`
+// start to a Ready node, the pod startup latency (create → Running, image
+// already present) of -n pods on that one node, and the memory of the skiff
+// process (server + in-process agent), of the embedded containerd daemon and
+// of the containerd shims, idle and with the pods running.
+//
+// It never runs skiff in the machine's own network namespace (the agent
+// programs bridges, routes and nftables): it makes a namespace holding only
+// lo and eth0 (one end of a veth pair whose other end stays in the
+// namespace) with -node-ip and a default route through it,
+// starts `skiff server` there with nsenter, a fresh --data-dir under /tmp
+// and per-run --netns-dir, --pod-log-dir and --cgroup-root, and talks to
+// the API through a dialer that opens its sockets inside that namespace.
+// The busybox test image (skiff/runtime/testimage) is seeded into
+// <data-dir>/agent/images, so pods with imagePullPolicy Never run offline.
+//
+// Phases and figures:
+//
+//  1. start: process start → kubeconfig written, → /readyz ok, → Node
+//     registered, → Node Ready (polled every 10 ms), and the agent's own
+//     "node ready … startup=" log line.
+//  2. idle: after -idle, the RSS/PSS of skiff, containerd and the shims
+//     (from /proc/<pid>/smaps_rollup).
+//  3. pods: -n busybox `sleep 3600` pods (imagePullPolicy Never, grace
+//     period 0) created by -clients concurrent clients, each its own
+//     connection. A pod's latency is the time an informer's watch event
+//     first shows it Running minus the time its create call returned (the
+//     API's timestamps have a resolution of one second). Prints
+//     p50/p90/p99/max, the create rate and pods/s to Running.
+//  4. loaded: RSS/PSS with the pods running (right away and after -settle).
+//  5. delete: all pods deleted by -clients clients; time until the API has
+//     none left and until no shim is left.
+//
+// Everything is removed at the end, also on ^C, errors or -timeout: the
+// process group is killed, processes left in the node's namespace or in pod
+// namespaces mounted below the data dir are killed, mounts below the data
+// dir are detached, the namespace, the cgroups and the data dir removed
+// (-keep keeps the data dir and the server log).
+//
+//	go build -o /tmp/skiff-bench . && go run ./e2e/bench/podbench -skiff /tmp/skiff-bench -n 100
+//
+// It must run as root.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff/runtime/testimage"
+)
+
+const (
+	benchLabel = "skiff.io/podbench"
+	nodeName   = "podbench"
+	apiPort    = 6443
+)
+
+type options struct {
+	skiff        string
+	n, clients   int
+	nodeIP       string
+	nsName       string
+	idle, settle time.Duration
+	readyTimeout time.Duration
+	timeout      time.Duration
+	keep         bool
+	cpuProfile   string
+	profileSecs  int
+	serverArgs   string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.skiff, "skiff", "bin/skiff", "skiff binary")
+	flag.IntVar(&o.n, "n", 100, "pods to create")
+	flag.IntVar(&o.clients, "clients", 8, "concurrent clients creating and deleting pods, each its own connection")
+	flag.StringVar(&o.nodeIP, "node-ip", "10.250.0.2", "address of the node (on a dummy interface in the namespace; /24, default route via .1)")
+	flag.StringVar(&o.nsName, "netns", "", "network namespace name (default skfpb<pid>); must not exist")
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle time after the node is Ready before the idle RSS")
+	flag.DurationVar(&o.settle, "settle", 10*time.Second, "wait after all pods are Running before the second loaded RSS")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the node to be Ready")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the data dir and the server log")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the skiff process taken while the pods start (/debug/pprof/profile) to this file")
+	flag.IntVar(&o.profileSecs, "profile-seconds", 10, "length of the -cpuprofile profile")
+	flag.StringVar(&o.serverArgs, "server-args", "", "extra `skiff server` flags, space-separated")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "podbench must run as root (network namespaces, mounts, cgroups)")
+		os.Exit(2)
+	}
+	if o.nsName == "" {
+		o.nsName = fmt.Sprintf("skfpb%d", os.Getpid())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	b := &bench{o: o}
+	err := b.run(ctx)
+	b.cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podbench:", err)
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "podbench: stopped:", context.Cause(ctx))
+		}
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	o       options
+	dataDir string
+	logPath string
+	nsMade  bool
+	cgroup  string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	t0   time.Time
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func (b *bench) run(ctx context.Context) error {
+	o := b.o
+	skiff, err := filepath.Abs(o.skiff)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(skiff); err != nil || fi.IsDir() {
+		return fmt.Errorf("skiff binary %s: %v", skiff, err)
+	}
+	if net.ParseIP(o.nodeIP).To4() == nil {
+		return fmt.Errorf("-node-ip %q: want an IPv4 address", o.nodeIP)
+	}
+	// A short data dir: containerd's sockets live below it (< 108 bytes).
+	b.dataDir, err = os.MkdirTemp("/tmp", "skpb")
+	if err != nil {
+		return err
+	}
+	b.logPath = filepath.Join(b.dataDir, "server.log")
+	b.cgroup = "/skiff-podbench/" + o.nsName
+	if err := seedImage(b.dataDir); err != nil {
+		return fmt.Errorf("seed test image: %w", err)
+	}
+	if err := b.makeNamespace(); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(skiff); err == nil {
+		fmt.Printf("binary: %s (%.1f MiB)\n", skiff, float64(fi.Size())/(1<<20))
+	}
+	fmt.Printf("node: namespace %s, ip %s, data dir %s, %d cpus\n", o.nsName, o.nodeIP, b.dataDir, runtime.NumCPU())
+
+	// Phase 1: start → Ready.
+	if err := b.start(skiff); err != nil {
+		return err
+	}
+	startup, err := b.waitReady(ctx)
+	if err != nil {
+		return err
+	}
+	cs, err := b.client(10)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n== start → Ready\n")
+	startup.print()
+	if line := b.agentReadyLine(); line != "" {
+		fmt.Printf("  agent log: %s\n", line)
+	}
+
+	// Phase 2: idle memory.
+	logf("idle %v", o.idle)
+	if err := b.sleep(ctx, o.idle); err != nil {
+		return err
+	}
+	fmt.Printf("\n== memory, idle (%v after Ready)\n", o.idle)
+	idle := b.memory()
+	idle.print()
+
+	// Phase 3: pods.
+	if err := b.waitServiceAccount(ctx, cs); err != nil {
+		return err
+	}
+	var prof chan error
+	if o.cpuProfile != "" {
+		prof = make(chan error, 1)
+		go func() { prof <- b.profile(ctx, cs) }()
+	}
+	res, err := b.runPods(ctx)
+	if prof != nil {
+		if perr := <-prof; perr != nil {
+			fmt.Printf("  cpu profile: %v\n", perr)
+		} else {
+			fmt.Printf("  cpu profile: %s (go tool pprof %s %s)\n", o.cpuProfile, skiff, o.cpuProfile)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_ = res
+	return nil
+}
+
+// ---- namespace, process, cleanup ----
+
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (b *bench) makeNamespace() error {
+	ns := b.o.nsName
+	if err := ipCmd("netns", "add", ns); err != nil {
+		return err
+	}
+	b.nsMade = true
+	gw := net.ParseIP(b.o.nodeIP).To4()
+	gw = net.IPv4(gw[0], gw[1], gw[2], 1)
+	if gw.Equal(net.ParseIP(b.o.nodeIP)) {
+		gw = net.IPv4(gw[12], gw[13], gw[14], 254)
+	}
+	for _, args := range [][]string{
+		{"-n", ns, "link", "set", "lo", "up"},
+		// A veth pair with both ends in the namespace stands in for a
+		// dummy link (not every kernel has the dummy module).
+		{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer"},
+		{"-n", ns, "link", "set", "eth0-peer", "up"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "addr", "add", b.o.nodeIP + "/24", "dev", "eth0"},
+		{"-n", ns, "route", "add", "default", "via", gw.String(), "dev", "eth0"},
+	} {
+		if err := ipCmd(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) start(skiff string) error {
+	d := b.dataDir
+	args := []string{"--net=/run/netns/" + b.o.nsName, "--", skiff, "server",
+		"--data-dir", d, "--node-name", nodeName, "--node-ip", b.o.nodeIP,
+		"--advertise-address", b.o.nodeIP, "--tls-san", b.o.nodeIP, "--https-listen-port", strconv.Itoa(apiPort),
+		"--netns-dir", filepath.Join(d, "netns"), "--pod-log-dir", filepath.Join(d, "pod-logs"),
+		"--cgroup-root", b.cgroup, "--write-kubeconfig", filepath.Join(d, "kc.yaml")}
+	args = append(args, strings.Fields(b.o.serverArgs)...)
+	logFile, err := os.Create(b.logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("nsenter", args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	b.t0 = time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start skiff: %w", err)
+	}
+	b.cmd, b.done = cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logFile.Close()
+		close(b.done)
+	}()
+	logf("started skiff server, pid %d: skiff %s", cmd.Process.Pid, strings.Join(args[3:], " "))
+	return nil
+}
+
+func (b *bench) exited() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *bench) logTail(n int) string {
+	data, _ := os.ReadFile(b.logPath)
+	if len(data) > n {
+		data = data[len(data)-n:]
+	}
+	return string(data)
+}
+
+func (b *bench) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-b.done:
+		return fmt.Errorf("skiff exited; log tail:\n%s", b.logTail(4096))
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// cleanup removes everything run made; it logs instead of failing.
+func (b *bench) cleanup() {
+	if b.cmd != nil && !b.exited() {
+		pid := b.cmd.Process.Pid
+		syscall.Kill(-pid, syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(15 * time.Second):
+			logf("cleanup: skiff did not stop within 15s of SIGTERM; killing its process group")
+		}
+		syscall.Kill(-pid, syscall.SIGKILL)
+		select {
+		case <-b.done:
+		case <-time.After(10 * time.Second):
+			logf("cleanup: skiff survives SIGKILL")
+		}
+	}
+	if b.dataDir != "" {
+		killNetnsUsersUnder(b.dataDir)
+	}
+	if b.nsMade {
+		killNamespacePids(b.o.nsName)
+	}
+	if b.dataDir != "" {
+		// Containers may take a moment to die after SIGKILL before their
+		// namespaces' mounts can go.
+		for range 3 {
+			unmountUnder(b.dataDir)
+			if mps, _ := mountsUnder(b.dataDir); len(mps) == 0 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if b.nsMade {
+		if err := ipCmd("netns", "del", b.o.nsName); err != nil {
+			logf("cleanup: %v", err)
+		}
+	}
+	if b.cgroup != "" {
+		removeCgroups(b.cgroup)
+	}
+	if b.dataDir == "" {
+		return
+	}
+	if b.o.keep {
+		logf("kept %s (server log %s)", b.dataDir, b.logPath)
+		return
+	}
+	if mps, err := mountsUnder(b.dataDir); err != nil || len(mps) > 0 {
+		logf("cleanup: not removing %s: still mounted below it: %v %v", b.dataDir, mps, err)
+		return
+	}
+	if err := os.RemoveAll(b.dataDir); err != nil {
+		logf("cleanup: %v", err)
+	}
+}
+
+// killNamespacePids SIGKILLs every process in network namespace ns until
+// none is left (10 s at most).
+func killNamespacePids(ns string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("ip", "netns", "pids", ns).Output()
+		if err != nil {
+			return
+		}
+		var pids []int
+		for _, p := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(p); err == nil && pid != os.Getpid() {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			logf("cleanup: namespace %s: processes %v survive SIGKILL", ns, pids)
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mountsUnder lists mount points at or below root, deepest first.
+func mountsUnder(root string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	root = filepath.Clean(root)
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountPath(fields[4])
+		if mp == root || strings.HasPrefix(mp, root+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, sc.Err()
+}
+
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// killNetnsUsersUnder SIGKILLs every process whose network namespace is
+// bind-mounted below root (the pods' namespaces).
+func killNetnsUsersUnder(root string) {
+	mps, err := mountsUnder(root)
+	if err != nil {
+		return
+	}
+	inodes := map[string]bool{}
+	for _, mp := range mps {
+		var st syscall.Stat_t
+		if err := syscall.Stat(mp, &st); err == nil {
+			inodes[fmt.Sprintf("net:[%d]", st.Ino)] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range procs {
+		link, err := os.Readlink(p)
+		if err != nil || !inodes[link] {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.Split(p, "/")[2]); err == nil && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func unmountUnder(root string) {
+	mps, err := mountsUnder(root)
+	if err != nil {
+		logf("cleanup: mounts under %s: %v", root, err)
+		return
+	}
+	for _, mp := range mps {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			logf("cleanup: unmount %s: %v", mp, err)
+		}
+	}
+}
+
+// removeCgroups removes cgroup dir (and everything below it, deepest first)
+// in every mounted hierarchy, and its parent if that is then empty.
+func removeCgroups(dir string) {
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	hier = append(hier, "/sys/fs/cgroup")
+	for _, h := range hier {
+		root := filepath.Join(h, dir)
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		sort.SliceStable(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+		for _, d := range dirs {
+			var err error
+			for range 20 { // a killed task may take a moment to leave
+				if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				logf("cleanup: rmdir %s: %v", d, err)
+			}
+		}
+		syscall.Rmdir(filepath.Dir(root)) // /skiff-podbench, if empty
+	}
+}
+
+// ---- image ----
+
+func seedImage(dataDir string) error {
+	dir := filepath.Join(dataDir, "agent", "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return testimage.WriteOCI(filepath.Join(dir, "busybox.tar"), testimage.DefaultRef)
+}
+
+// ---- API access from inside the namespace ----
+
+// inNetns runs fn on an OS thread switched into namespace ns, then switches
+// the thread back (or lets it die with the goroutine if that fails).
+func inNetns(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("current netns: %w", err)
+			return
+		}
+		defer orig.Close()
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open netns %s: %w", ns, err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- fmt.Errorf("enter netns %s: %w", ns, err)
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+func (b *bench) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(b.o.nsName, func() error {
+		var err error
+		conn, err = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// restConfig is the admin kubeconfig with a dialer in the node's namespace
+// and no client-side rate limit; every config made here gets its own
+// connection (a distinct Dial func defeats client-go's transport cache).
+func (b *bench) restConfig(timeout time.Duration) (*rest.Config, error) {
+	cc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(b.dataDir, "kc.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	cc.QPS, cc.Burst, cc.RateLimiter = -1, 0, nil
+	cc.Timeout = timeout
+	cc.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) { return b.dial(ctx, network, addr) }
+	cc.UserAgent = "podbench"
+	return cc, nil
+}
+
+func (b *bench) client(timeoutSec int) (*kubernetes.Clientset, error) {
+	cc, err := b.restConfig(time.Duration(timeoutSec) * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cc)
+}
+
+// ---- phase 1: start → Ready ----
+
+type startupTimes struct {
+	kubeconfig, readyz, registered, ready time.Duration
+}
+
+func (s startupTimes) print() {
+	fmt.Printf("  kubeconfig written  %8s\n", ms(s.kubeconfig))
+	fmt.Printf("  /readyz ok          %8s\n", ms(s.readyz))
+	fmt.Printf("  Node registered     %8s\n", ms(s.registered))
+	fmt.Printf("  Node Ready          %8s   (aim: < 3 s)\n", ms(s.ready))
+}
+
+func (b *bench) waitReady(ctx context.Context) (startupTimes, error) {
+	var st startupTimes
+	deadline := time.Now().Add(b.o.readyTimeout)
+	tick := func() error {
+		if b.exited() {
+			return fmt.Errorf("skiff exited during start; log tail:\n%s", b.logTail(4096))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node not Ready within %v (kubeconfig %v, readyz %v, registered %v); log tail:\n%s",
+				b.o.readyTimeout, st.kubeconfig, st.readyz, st.registered, b.logTail(4096))
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Millisecond):
+			return nil
+		}
+	}
+	kc := filepath.Join(b.dataDir, "kc.yaml")
+	for {
+		if fi, err := os.Stat(kc); err == nil && fi.Size() > 0 {
+			st.kubeconfig = time.Since(b.t0)
+			break
+		}
+		if err := tick(); err != nil {
+			return st, err
+		}
+	}
+	var cs *kubernetes.Clientset
+	for cs == nil {
+		c, err := b.client(2)
+		if err == nil {
+			cs = c
+			break
+		}
+		if err := tick(); err != nil {
+			return st, err
+		}
+	}
+	for {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) == "ok" {
+			st.readyz = time.Since(b.t0)
+			break
+		}
+		if err := tick(); err != nil {
+			return st, err
+		}
+	}
+	for {
+		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err == nil {
+			if st.registered == 0 {
+				st.registered = time.Since(b.t0)
+			}
+			for _, c := range node.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					st.ready = time.Since(b.t0)
+					logf("node Ready %v after start", ms(st.ready))
+					return st, nil
+				}
+			}
+		}
+		if err := tick(); err != nil {
+			return st, err
+		}
+	}
+}
+
+var readyLineRE = regexp.MustCompile(`node ready`)
+
+// agentReadyLine is the agent's "node ready … startup=" log line.
+func (b *bench) agentReadyLine() string {
+	f, err := os.Open(b.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if readyLineRE.MatchString(sc.Text()) && strings.Contains(sc.Text(), "startup") {
+			return sc.Text()
+		}
+	}
+	return ""
+}
+
+// ---- memory ----
+
+type procMem struct {
+	pid      int
+	rss, pss int64 // KiB
+}
+
+type memSnapshot struct {
+	skiff, containerd procMem
+	shims             []procMem
+	others            []procMem // any other process of the node (not containers)
+	shimsRSS, shimPSS int64
+}
+
+// readMem reads VmRSS (status) and Pss (smaps_rollup) of pid, in KiB.
+func readMem(pid int) (procMem, bool) {
+	m := procMem{pid: pid}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return m, false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Rss:":
+			m.rss = v
+		case "Pss:":
+			m.pss = v
+		}
+	}
+	return m, true
+}
+
+// memory finds the node's processes: the skiff process itself, and every
+// process whose executable lies below the data dir (the embedded daemon
+// runs as <data-dir>/…/bin/containerd, the shims as …/containerd-shim-runc-v2,
+// hard links to the skiff binary).
+func (b *bench) memory() memSnapshot {
+	var s memSnapshot
+	s.skiff, _ = readMem(b.cmd.Process.Pid)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil || pid == b.cmd.Process.Pid {
+			continue
+		}
+		exe, err := os.Readlink(p + "/exe")
+		if err != nil || !strings.HasPrefix(exe, b.dataDir+"/") {
+			continue
+		}
+		m, ok := readMem(pid)
+		if !ok {
+			continue
+		}
+		switch filepath.Base(strings.TrimSuffix(exe, " (deleted)")) {
+		case "containerd":
+			s.containerd = m
+		case "containerd-shim-runc-v2":
+			s.shims = append(s.shims, m)
+			s.shimsRSS += m.rss
+			s.shimPSS += m.pss
+		default:
+			s.others = append(s.others, m)
+		}
+	}
+	return s
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+func (s memSnapshot) print() {
+	fmt.Printf("  skiff (server+agent)  pid %-7d RSS %10s  PSS %10s   (aim: agent < 50 MB)\n", s.skiff.pid, mib(s.skiff.rss), mib(s.skiff.pss))
+	fmt.Printf("  containerd            pid %-7d RSS %10s  PSS %10s\n", s.containerd.pid, mib(s.containerd.rss), mib(s.containerd.pss))
+	per := ""
+	if n := int64(len(s.shims)); n > 0 {
+		per = fmt.Sprintf("   (%.1f MiB RSS, %.1f MiB PSS each)", float64(s.shimsRSS)/1024/float64(n), float64(s.shimPSS)/1024/float64(n))
+	}
+	fmt.Printf("  shims: %-4d           sum RSS %10s  PSS %10s%s\n", len(s.shims), mib(s.shimsRSS), mib(s.shimPSS), per)
+	for _, o := range s.others {
+		fmt.Printf("  other pid %d          RSS %10s  PSS %10s\n", o.pid, mib(o.rss), mib(o.pss))
+	}
+	totalPSS := s.skiff.pss + s.containerd.pss + s.shimPSS
+	fmt.Printf("  total PSS %s (RSS of skiff+containerd+shims double-counts the shared binary text)\n", mib(totalPSS))
+}
+
+// ---- phase 3–5: pods ----
+
+func (b *bench) waitServiceAccount(ctx context.Context, cs *kubernetes.Clientset) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no default service account: %w", err)
+		}
+		if err := b.sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *bench) profile(ctx context.Context, cs *kubernetes.Clientset) error {
+	cc, err := b.restConfig(time.Duration(b.o.profileSecs+30) * time.Second)
+	if err != nil {
+		return err
+	}
+	pc, err := kubernetes.NewForConfig(cc)
+	if err != nil {
+		return err
+	}
+	data, err := pc.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(b.o.profileSecs)).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(b.o.cpuProfile, data, 0o644)
+}
+
+func podSpec(name, run string) *v1.Pod {
+	zero := int64(0)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{benchLabel: run}},
+		Spec: v1.PodSpec{
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []v1.Container{{
+				Name:            "sleep",
+				Image:           "busybox",
+				ImagePullPolicy: v1.PullNever,
+				Command:         []string{"sleep", "3600"},
+			}},
+		},
+	}
+}
+
+type podTimes struct {
+	created time.Time // the create call returned
+	running time.Time // first watch event showing phase Running
+}
+
+type podResult struct{}
+
+func (b *bench) runPods(ctx context.Context) (*podResult, error) {
+	o := b.o
+	ns := "default"
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	sel := benchLabel + "=" + run
+
+	var mu sync.Mutex
+	times := map[string]*podTimes{}
+	var nRunning, nFailed atomic.Int64
+	allRunning := make(chan struct{})
+	var onceAll sync.Once
+	get := func(name string) *podTimes {
+		t := times[name]
+		if t == nil {
+			t = &podTimes{}
+			times[name] = t
+		}
+		return t
+	}
+	observe := func(obj any) {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		t := get(p.Name)
+		switch p.Status.Phase {
+		case v1.PodRunning:
+			if t.running.IsZero() {
+				t.running = now
+				if nRunning.Add(1) == int64(o.n) {
+					onceAll.Do(func() { close(allRunning) })
+				}
+			}
+		case v1.PodFailed:
+			nFailed.Add(1)
+			logf("pod %s Failed: %s %s", p.Name, p.Status.Reason, p.Status.Message)
+		}
+	}
+	var nLeft atomic.Int64
+	allGone := make(chan struct{})
+	var onceGone sync.Once
+	deleting := atomic.Bool{}
+
+	icc, err := b.restConfig(0)
+	if err != nil {
+		return nil, err
+	}
+	ics, err := kubernetes.NewForConfig(icc)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(ics, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
+	inf := factory.Core().V1().Pods().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(any) {
+			if deleting.Load() && nLeft.Add(-1) == 0 {
+				onceGone.Do(func() { close(allGone) })
+			}
+		},
+	})
+	ictx, icancel := context.WithCancel(ctx)
+	defer icancel()
+	factory.Start(ictx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, errors.New("pod informer did not sync")
+	}
+
+	clients := make([]*kubernetes.Clientset, o.clients)
+	for i := range clients {
+		if clients[i], err = b.client(60); err != nil {
+			return nil, err
+		}
+	}
+
+	fmt.Printf("\n== pods: %d busybox `sleep 3600` (imagePullPolicy Never, grace 0), %d clients\n", o.n, o.clients)
+	names := make(chan string, o.n)
+	for i := range o.n {
+		names <- fmt.Sprintf("pb-%s-%03d", run, i)
+	}
+	close(names)
+	start := time.Now()
+	var createErr atomic.Value
+	var wg sync.WaitGroup
+	var createEnd atomic.Int64
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				if ctx.Err() != nil {
+					return
+				}
+				_, err := c.CoreV1().Pods(ns).Create(ctx, podSpec(name, run), metav1.CreateOptions{})
+				now := time.Now()
+				if err != nil {
+					createErr.CompareAndSwap(nil, fmt.Errorf("create %s: %w", name, err))
+					return
+				}
+				mu.Lock()
+				get(name).created = now
+				mu.Unlock()
+				createEnd.Store(now.UnixNano())
+			}
+		}()
+	}
+	wg.Wait()
+	if e, _ := createErr.Load().(error); e != nil {
+		return nil, e
+	}
+	created := time.Unix(0, createEnd.Load()).Sub(start)
+	logf("%d pods created in %v (%.0f/s)", o.n, ms(created), float64(o.n)/created.Seconds())
+
+	// Wait for all Running, with progress every 5 s.
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-allRunning:
+			break wait
+		case <-ctx.Done():
+			b.dumpPods(ics, ns, sel)
+			return nil, fmt.Errorf("%d/%d pods Running: %w", nRunning.Load(), o.n, context.Cause(ctx))
+		case <-b.done:
+			return nil, fmt.Errorf("skiff exited; log tail:\n%s", b.logTail(4096))
+		case <-tick.C:
+			logf("%d/%d Running, %d Failed", nRunning.Load(), o.n, nFailed.Load())
+		}
+	}
+	allAt := time.Now()
+
+	mu.Lock()
+	var lat []time.Duration
+	var lastRunning time.Time
+	for _, t := range times {
+		if t.created.IsZero() || t.running.IsZero() {
+			continue
+		}
+		lat = append(lat, t.running.Sub(t.created))
+		if t.running.After(lastRunning) {
+			lastRunning = t.running
+		}
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	total := lastRunning.Sub(start)
+	fmt.Printf("  created          %d in %s (%.0f creates/s)\n", o.n, ms(created), float64(o.n)/created.Seconds())
+	fmt.Printf("  all Running      %s after the first create (%.1f pods/s)\n", ms(total), float64(o.n)/total.Seconds())
+	fmt.Printf("  create→Running   p50 %s  p90 %s  p99 %s  max %s  min %s   (aim: p99 < 1 s; upstream SLO 5 s)\n",
+		ms(pct(lat, 50)), ms(pct(lat, 90)), ms(pct(lat, 99)), ms(lat[len(lat)-1]), ms(lat[0]))
+	if f := nFailed.Load(); f > 0 {
+		fmt.Printf("  failed events    %d\n", f)
+	}
+
+	// Phase 4: memory with the pods.
+	fmt.Printf("\n== memory, %d pods Running (right away)\n", o.n)
+	b.memory().print()
+	if err := b.sleep(ctx, o.settle); err != nil {
+		return nil, err
+	}
+	fmt.Printf("\n== memory, %d pods Running (%v later)\n", o.n, o.settle+time.Since(allAt)-o.settle)
+	b.memory().print()
+
+	// Phase 5: delete.
+	nLeft.Store(int64(len(inf.GetStore().List())))
+	deleting.Store(true)
+	if nLeft.Load() == 0 {
+		onceGone.Do(func() { close(allGone) })
+	}
+	dstart := time.Now()
+	dnames := make(chan string, o.n)
+	for _, obj := range inf.GetStore().List() {
+		dnames <- obj.(*v1.Pod).Name
+	}
+	close(dnames)
+	var delErr atomic.Value
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range dnames {
+				err := c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					delErr.CompareAndSwap(nil, fmt.Errorf("delete %s: %w", name, err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e, _ := delErr.Load().(error); e != nil {
+		return nil, e
+	}
+	deleteCalls := time.Since(dstart)
+	select {
+	case <-allGone:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%d pods not yet gone: %w", nLeft.Load(), context.Cause(ctx))
+	}
+	apiGone := time.Since(dstart)
+	var shimsGone time.Duration
+	for {
+		if len(b.memory().shims) == 0 {
+			shimsGone = time.Since(dstart)
+			break
+		}
+		if time.Since(dstart) > 2*time.Minute {
+			break
+		}
+		if err := b.sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Printf("\n== delete %d pods\n", o.n)
+	fmt.Printf("  delete calls     %s\n", ms(deleteCalls))
+	fmt.Printf("  gone from API    %s after the first delete\n", ms(apiGone))
+	if shimsGone > 0 {
+		fmt.Printf("  no shim left     %s after the first delete\n", ms(shimsGone))
+	} else {
+		fmt.Printf("  shims left after 2 min: %d\n", len(b.memory().shims))
+	}
+	fmt.Printf("\n== memory, after deleting\n")
+	b.memory().print()
+	return &podResult{}, nil
+}
+
+func (b *bench) dumpPods(cs *kubernetes.Clientset, ns, sel string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return
+	}
+	phases := map[string]int{}
+	for _, p := range list.Items {
+		phases[string(p.Status.Phase)]++
+	}
+	fmt.Printf("  pods by phase: %v\n", phases)
+	for _, p := range list.Items {
+		if p.Status.Phase != v1.PodRunning {
+			fmt.Printf("  %s: %s %v\n", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			break
+		}
+	}
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
