@@ -151,6 +151,29 @@ func newNetCluster(t *testing.T, spec netClusterSpec) *netCluster {
 	return c
 }
 
+// removeCgroups removes a node's pod cgroups (--cgroup-root) from every
+// cgroup v1 controller and the v2 mount, deepest first; their processes
+// are gone by now.
+func removeCgroups(t *testing.T, rel string) {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, root := range roots {
+		var dirs []string
+		filepath.WalkDir(filepath.Join(root, rel), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(dirs[i]); err != nil {
+				t.Logf("remove cgroup %s: %v", dirs[i], err)
+			}
+		}
+		// the shared parent goes when the last node's cgroups are gone
+		syscall.Rmdir(filepath.Join(root, filepath.Dir(rel)))
+	}
+}
+
 // removeUnmounted removes dir unless something is still mounted below it:
 // removing through a leftover bind mount would delete the mounted files.
 func removeUnmounted(t *testing.T, dir string) {
@@ -307,6 +330,9 @@ func (c *netCluster) teardown() {
 	c.lab.teardown()
 	for _, r := range roots {
 		unmountUnder(c.t, r)
+	}
+	for _, n := range c.nodes() {
+		removeCgroups(c.t, "skiff-e2e/"+n.NS)
 	}
 	if c.t.Failed() {
 		for _, n := range c.nodes() {
