@@ -97,10 +97,17 @@ func TestAgents_JoinAndRefusals_DeploymentSpreads_PodsReachEachOtherAcrossNodes_
 	})
 
 	cidrs := map[string]string{}
+	wantIP := map[string]string{}
+	for _, n := range c.nodes() {
+		wantIP[n.Name] = n.IP.String()
+	}
 	for _, name := range nodes {
 		var node corev1.Node
 		if err := json.Unmarshal([]byte(c.kubectlOK("get", "node", name, "-o", "json")), &node); err != nil {
 			t.Fatal(err)
+		}
+		if a := node.Status.Addresses; len(a) == 0 || a[0].Type != corev1.NodeInternalIP || a[0].Address != wantIP[name] {
+			t.Fatalf("node %s addresses %v, want InternalIP %s first", name, a, wantIP[name])
 		}
 		for other, cidr := range cidrs {
 			if cidr == node.Spec.PodCIDR {

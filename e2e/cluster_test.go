@@ -278,22 +278,6 @@ func (c *netCluster) token() string {
 	return strings.TrimSpace(string(b))
 }
 
-var skiffHelp sync.Map // subcommand → help text
-
-// skiffHasFlag reports whether `skiff <sub> --help` lists --<flag>.
-func skiffHasFlag(t *testing.T, sub, flag string) bool {
-	t.Helper()
-	help, ok := skiffHelp.Load(sub)
-	if !ok {
-		out, err := exec.Command(skiffBin, sub, "--help").CombinedOutput()
-		if err != nil {
-			t.Fatalf("skiff %s --help: %v: %s", sub, err, out)
-		}
-		help, _ = skiffHelp.LoadOrStore(sub, string(out))
-	}
-	return strings.Contains(help.(string), "--"+flag+" ")
-}
-
 // nodes is the server (if any) then the agents.
 func (c *netCluster) nodes() []*netNode {
 	var out []*netNode
