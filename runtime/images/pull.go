@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/platforms"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -25,6 +26,15 @@ func (s *Store) Ensure(ctx context.Context, ref string, policy corev1.PullPolicy
 	name, err := normalize(ref)
 	if err != nil {
 		return Image{}, err
+	}
+	// An image already present and unpacked needs no lock: the per-name
+	// lock only keeps pods starting together from pulling (or unpacking)
+	// one image twice. Holding it for the look-up too queued every pod of
+	// a node behind the others' containerd round trips.
+	if policy != corev1.PullAlways {
+		if img, ok := s.ready(ctx, name); ok {
+			return img, nil
+		}
 	}
 	unlock := s.lockName(name)
 	defer unlock()
@@ -63,6 +73,26 @@ func (s *Store) local(ctx context.Context, name string) (Image, error) {
 		return Image{}, err
 	}
 	return img, nil
+}
+
+// ready returns the image if it is in the store and already unpacked;
+// ok is false otherwise (and on any error: Ensure then looks again under
+// the image's lock).
+func (s *Store) ready(ctx context.Context, name string) (img Image, ok bool) {
+	img, err := s.Get(ctx, name)
+	if err != nil {
+		return Image{}, false
+	}
+	ctx = s.ctx(ctx)
+	rec, err := s.client.ImageService().Get(ctx, name)
+	if err != nil {
+		return Image{}, false
+	}
+	unpacked, err := client.NewImageWithPlatform(s.client, rec, platforms.Default()).IsUnpacked(ctx, s.cfg.Snapshotter)
+	if err != nil || !unpacked {
+		return Image{}, false
+	}
+	return img, true
 }
 
 // pull fetches name through the mirrors and registry of registries.yaml
