@@ -35,9 +35,13 @@ deps:
 	fi
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is needed at /usr/local/go/bin or on PATH"; exit 1; }
 
-## build: bin/skiff (cgo for SQLite, version stamped)
+SHIM := runtime/daemon/shimbin/containerd-shim-runc-v2
+
+## build: bin/skiff (cgo for SQLite, version stamped), carrying containerd's
+## runc shim built as its own small binary (a shim runs per container)
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/skiff .
+	$(GO) build -trimpath -ldflags '-s -w' -o $(SHIM) github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	$(GO) build -trimpath -tags no_cri,no_btrfs,no_devmapper,no_zfs,embedshim -ldflags '$(LDFLAGS)' -o bin/skiff .
 
 ## run: install what is missing, build, and start a single-node server
 run: deps build

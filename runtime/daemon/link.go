@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -22,10 +23,34 @@ func linkSelf(bin string) error {
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
+	if len(embeddedShim) > 0 {
+		if err := writeShim(filepath.Join(bin, ShimName)); err != nil {
+			return err
+		}
+		return linkOne(self, selfInfo, filepath.Join(bin, DaemonName))
+	}
 	for _, name := range []string{DaemonName, ShimName} {
 		if err := linkOne(self, selfInfo, filepath.Join(bin, name)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeShim writes the embedded shim binary to target unless it is there
+// already with the same content.
+func writeShim(target string) error {
+	if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, embeddedShim) {
+		return nil
+	}
+	tmp := target + ".new"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, embeddedShim, 0o755); err != nil {
+		return fmt.Errorf("daemon: write shim: %w", err)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("daemon: write shim: %w", err)
 	}
 	return nil
 }
