@@ -67,6 +67,10 @@ func start(ctx context.Context, cfg Config) (*node, error) {
 		return nil, fmt.Errorf("node kubeconfig: %w", err)
 	}
 	rest.UserAgent = "skiff-agent/" + cfg.NodeName
+	// The kubelet's defaults (kubeAPIQPS 50, kubeAPIBurst 100): client-go's
+	// own 5/10 held pod startup to about one pod a second (each pod takes
+	// ~10 requests: token, configmap, status reads and writes, events).
+	rest.QPS, rest.Burst = 50, 100
 	if n.client, err = kubernetes.NewForConfig(rest); err != nil {
 		return nil, err
 	}

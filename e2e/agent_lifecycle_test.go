@@ -127,6 +127,17 @@ func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 	return nil
 }
 
+// kubectlStatus is the STATUS column of `kubectl get pod name`.
+func kubectlStatus(t *testing.T, c *netCluster, name string) string {
+	t.Helper()
+	out := lcKubectl(t, c, "get", "pod", name, "--no-headers")
+	f := strings.Fields(out)
+	if len(f) < 3 {
+		t.Fatalf("kubectl get pod %s: %q", name, out)
+	}
+	return f[2]
+}
+
 func lcJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -172,6 +183,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: oom-never}
 spec:
+  terminationGracePeriodSeconds: 1
   restartPolicy: Never
   containers:
   - name: hog
@@ -184,6 +196,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: oom-always}
 spec:
+  terminationGracePeriodSeconds: 1
   containers:
   - name: hog
     image: busybox
@@ -200,21 +213,38 @@ func TestAgentLifecycle_LivenessBackoff_ReadinessEndpoints_OOMKilled_ImportedIma
 	c.waitNodesReady(1, 2*time.Minute)
 	lcApply(t, c, lcProbePods)
 
-	t.Run("FailingLivenessRestartsContainerWithGrowingBackoff", func(t *testing.T) {
-		t.Parallel()
-		testLivenessBackoff(t, c)
+	t.Run("pods", func(t *testing.T) { // returns once its parallel subtests are done
+		t.Run("FailingLivenessRestartsContainerWithGrowingBackoff", func(t *testing.T) {
+			t.Parallel()
+			testLivenessBackoff(t, c)
+		})
+		t.Run("FailingReadinessMarksEndpointNotReadyAndBack", func(t *testing.T) {
+			t.Parallel()
+			testReadinessEndpointSlice(t, c)
+		})
+		t.Run("ContainerOverMemoryLimitIsOOMKilled", func(t *testing.T) {
+			t.Parallel()
+			testOOMKilled(t, c)
+		})
+		t.Run("ImportedImageRunsWithPullNever_AbsentImageErrImageNeverPull", func(t *testing.T) {
+			t.Parallel()
+			testImportedImage(t, c, c.agents[0])
+		})
 	})
-	t.Run("FailingReadinessMarksEndpointNotReadyAndBack", func(t *testing.T) {
-		t.Parallel()
-		testReadinessEndpointSlice(t, c)
-	})
-	t.Run("ContainerOverMemoryLimitIsOOMKilled", func(t *testing.T) {
-		t.Parallel()
-		testOOMKilled(t, c)
-	})
-	t.Run("ImportedImageRunsWithPullNever_AbsentImageErrImageNeverPull", func(t *testing.T) {
-		t.Parallel()
-		testImportedImage(t, c, c.agents[0])
+	t.Run("DeletedPodsLeaveNothingOnTheNode", func(t *testing.T) {
+		node := c.agents[0]
+		if len(nodeContents(t, node)) == 0 {
+			t.Fatal("the node holds nothing for its pods before the deletion: the check below would prove nothing")
+		}
+		lcKubectl(t, c, "delete", "pods", "--all", "--wait=false")
+		lcWait(t, c, 2*time.Minute, time.Second, "pods gone from the API", func() (bool, string) {
+			pods := lcPods(t, c)
+			return len(pods) == 0, fmt.Sprint(len(pods), " left")
+		}, func() string { return c.kubectlNoFail("get", "pods", "-o", "wide") })
+		lcWait(t, c, 30*time.Second, time.Second, "nothing left on "+node.Name, func() (bool, string) {
+			left := nodeContents(t, node)
+			return len(left) == 0, strings.Join(left, "\n")
+		})
 	})
 }
 
@@ -235,6 +265,7 @@ func testLivenessBackoff(t *testing.T, c *netCluster) {
 	defer cancel()
 	seen := map[int32]restartObs{}
 	var backoffMsgs []string // distinct CrashLoopBackOff messages, in order
+	sawCrashLoop := false    // in kubectl get's STATUS column
 	var last *corev1.Pod
 	for !hasCounts(seen, want) {
 		if ctx.Err() != nil {
@@ -262,6 +293,11 @@ func testLivenessBackoff(t *testing.T, c *netCluster) {
 		if w := st.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
 			if len(backoffMsgs) == 0 || backoffMsgs[len(backoffMsgs)-1] != w.Message {
 				backoffMsgs = append(backoffMsgs, w.Message)
+				if got := kubectlStatus(t, c, "liveness"); got != "CrashLoopBackOff" && got != "Running" {
+					t.Errorf("kubectl get pod liveness: STATUS %s in back-off", got)
+				} else if got == "CrashLoopBackOff" {
+					sawCrashLoop = true
+				}
 			}
 		}
 		if r := st.State.Running; r != nil && st.RestartCount > 0 && st.RestartCount <= want {
@@ -305,6 +341,9 @@ func testLivenessBackoff(t *testing.T, c *netCluster) {
 	i20 := slices.IndexFunc(backoffMsgs, func(m string) bool { return strings.HasPrefix(m, "back-off 20s ") })
 	if i10 < 0 || i20 < 0 || i20 < i10 {
 		t.Errorf("CrashLoopBackOff messages %q: want back-off 10s, then 20s", backoffMsgs)
+	}
+	if !sawCrashLoop {
+		t.Errorf("kubectl get pod never showed STATUS CrashLoopBackOff during the back-offs")
 	}
 	if lt := containerStatus(last, "app").LastTerminationState.Terminated; lt == nil || lt.ExitCode != 137 {
 		t.Errorf("killed run: lastState %s, want exit code 137 (SIGKILL after the grace period)", lcJSON(lt))
@@ -398,6 +437,9 @@ func testOOMKilled(t *testing.T, c *netCluster) {
 	if st == nil || st.State.Terminated == nil || st.State.Terminated.Reason != "OOMKilled" || st.State.Terminated.ExitCode != 137 {
 		t.Errorf("oom-never: container %s, want state.terminated OOMKilled with exit code 137", lcJSON(st))
 	}
+	if got := kubectlStatus(t, c, "oom-never"); got != "OOMKilled" {
+		t.Errorf("kubectl get pod oom-never: STATUS %s, want OOMKilled", got)
+	}
 	// restartPolicy Always: the kill is in lastState once it restarts.
 	lcWait(t, c, 2*time.Minute, time.Second, "pod oom-always restarted after an OOM kill", func() (bool, string) {
 		p := lcPod(t, c, "oom-always")
@@ -418,7 +460,8 @@ func testOOMKilled(t *testing.T, c *netCluster) {
 }
 
 func testImportedImage(t *testing.T, c *netCluster, node *netNode) {
-	const ref = "docker.io/library/imported:v1"
+	// v1 an OCI tarball, v2 a gzipped docker-archive, in one import.
+	const ref, ref2 = "docker.io/library/imported:v1", "docker.io/library/imported:v2"
 	pod := func(name, image string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -446,11 +489,21 @@ spec:
 	}
 	for _, name := range []string{"imported", "never-imported"} {
 		lcWait(t, c, time.Minute, time.Second, name+": ErrImageNeverPull", func() (bool, string) { return neverPull(name) }, c.describe("pod", name))
+		if got := kubectlStatus(t, c, name); got != "ErrImageNeverPull" {
+			t.Errorf("kubectl get pod %s: STATUS %s, want ErrImageNeverPull", name, got)
+		}
 	}
 
-	img := filepath.Join(t.TempDir(), "imported.tar")
+	dir := t.TempDir()
+	img, img2 := filepath.Join(dir, "imported.tar"), filepath.Join(dir, "imported-v2.tar.gz")
 	if err := testimage.WriteOCI(img, ref); err != nil {
 		t.Fatal(err)
+	}
+	if err := testimage.WriteDockerArchive(filepath.Join(dir, "v2.tar"), ref2); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", "gzip -c "+filepath.Join(dir, "v2.tar")+" > "+img2).CombinedOutput(); err != nil {
+		t.Fatalf("gzip: %v: %s", err, out)
 	}
 	skiff := func(args ...string) string {
 		t.Helper()
@@ -462,12 +515,13 @@ spec:
 		}
 		return string(out)
 	}
-	if out := skiff("images", "import", img, "--data-dir", node.DataDir); !strings.Contains(out, "imported "+ref) {
-		t.Fatalf("skiff images import: %q, want it to name %s", out, ref)
+	if out := skiff("images", "import", img, img2, "--data-dir", node.DataDir); !strings.Contains(out, "imported "+ref) || !strings.Contains(out, "imported "+ref2) {
+		t.Fatalf("skiff images import: %q, want it to name %s and %s", out, ref, ref2)
 	}
-	if out := skiff("images", "list", "--data-dir", node.DataDir); !strings.Contains(out, ref) || !strings.Contains(out, testimage.DefaultRef) {
-		t.Fatalf("skiff images list:\n%s\nwant %s and the seeded %s", out, ref, testimage.DefaultRef)
+	if out := skiff("images", "list", "--data-dir", node.DataDir); !strings.Contains(out, ref) || !strings.Contains(out, ref2) || !strings.Contains(out, testimage.DefaultRef) {
+		t.Fatalf("skiff images list:\n%s\nwant %s, %s and the seeded %s", out, ref, ref2, testimage.DefaultRef)
 	}
+	lcApply(t, c, pod("imported-v2", ref2))
 
 	// The pod waiting for it runs it now, without any pull.
 	lcWait(t, c, 2*time.Minute, time.Second, "pod imported Running", func() (bool, string) {
@@ -475,10 +529,12 @@ spec:
 		st := containerStatus(&p, "app")
 		return st != nil && st.State.Running != nil && p.Status.Phase == corev1.PodRunning, lcJSON(p.Status)
 	}, c.describe("pod", "imported"))
-	lcWait(t, c, 30*time.Second, time.Second, "log of pod imported", func() (bool, string) {
-		out, err := c.kubectl("logs", "imported")
-		return err == nil && strings.Contains(out, "imported image runs"), fmt.Sprintf("%q %v", out, err)
-	})
+	for _, name := range []string{"imported", "imported-v2"} {
+		lcWait(t, c, time.Minute, time.Second, "log of pod "+name, func() (bool, string) {
+			out, err := c.kubectl("logs", name)
+			return err == nil && strings.Contains(out, "imported image runs"), fmt.Sprintf("%q %v", out, err)
+		}, c.describe("pod", name))
+	}
 	p := lcPod(t, c, "imported")
 	if st := containerStatus(&p, "app"); !strings.HasSuffix(st.Image, "imported:v1") || !strings.HasPrefix(st.ImageID, "sha256:") {
 		t.Errorf("imported: container image %q id %q", st.Image, st.ImageID)
@@ -487,8 +543,20 @@ spec:
 	if !strings.Contains(ev, "already present on machine") || strings.Contains(ev, "Failed to pull") {
 		t.Errorf("events of pod imported: want the image found on the machine, no pull:\n%s", ev)
 	}
+	// The node reports the image among its images.
+	lcWait(t, c, time.Minute, 2*time.Second, "node "+node.Name+" lists "+ref, func() (bool, string) {
+		var n corev1.Node
+		if err := json.Unmarshal([]byte(lcKubectl(t, c, "get", "node", node.Name, "-o", "json")), &n); err != nil {
+			t.Fatal(err)
+		}
+		for _, img := range n.Status.Images {
+			if slices.Contains(img.Names, ref) {
+				return true, ""
+			}
+		}
+		return false, lcJSON(n.Status.Images)
+	})
 	// The import named only its own image.
-	time.Sleep(2 * time.Second)
 	if ok, why := neverPull("never-imported"); !ok {
 		t.Errorf("never-imported after the import: %s, want still ErrImageNeverPull", why)
 	}
@@ -542,7 +610,9 @@ func netNodeReadyStatus(n corev1.Node) corev1.ConditionStatus {
 	return ""
 }
 
-func TestAgentLifecycle_KilledAgent_NodeNotReady_PodsMoveAfterToleration_RestartLeavesNoOrphans(t *testing.T) {
+// TestAgentLifecycle_AgentCrashes runs one server and two agents; its
+// subtests are steps of one story and run in order.
+func TestAgentLifecycle_AgentCrashes_ShortCrashAdopts_PowerLossRestartsInPlace_KilledNodePodsMove_RestartLeavesNoOrphans(t *testing.T) {
 	const toleration = 10
 	c := newNetCluster(t, netClusterSpec{Agents: 2, ServerArgs: []string{"--disable-agent",
 		"--node-monitor-grace-period", "15s", "--default-not-ready-toleration-seconds", fmt.Sprint(toleration)}})
@@ -571,90 +641,174 @@ func TestAgentLifecycle_KilledAgent_NodeNotReady_PodsMoveAfterToleration_Restart
 	}
 	// Everything the victim made for them exists now (so the checks after
 	// the restart look in the right places).
-	if left := victimLeftovers(t, victim, gone); len(left) != 4*len(gone) {
-		t.Fatalf("before the kill, %s has %d traces of its 3 pods, want 4 each (container, netns, address, veth): %v", victim.Name, len(left), left)
+	if left := victimLeftovers(t, victim, gone); len(left) != 7*len(gone) {
+		t.Fatalf("before the kill, %s has %d traces of its 3 pods, want 7 each (container, netns, address, veth, volume dir, log dir, cgroups): %v", victim.Name, len(left), left)
 	}
 
-	victim.Kill()
-	killed := time.Now()
-	var taintAdded time.Time
-	lcWait(t, c, 90*time.Second, time.Second, victim.Name+" NotReady and tainted unreachable:NoExecute", func() (bool, string) {
-		ready, taints := nodeReadyStatus(t, c, victim.Name)
-		for _, tn := range taints {
-			if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute && tn.TimeAdded != nil {
-				taintAdded = tn.TimeAdded.Time
-			}
-		}
-		return ready != corev1.ConditionTrue && !taintAdded.IsZero(), fmt.Sprintf("Ready %s, taints %s", ready, lcJSON(taints))
-	}, c.describe("node", victim.Name))
-	t.Logf("%s NotReady, tainted %v after the kill", victim.Name, taintAdded.Sub(killed).Round(time.Second))
-
-	lcWait(t, c, 2*time.Minute, time.Second, "3 movers ready on "+other.Name, func() (bool, string) {
-		on := readyOn(t, c, "app=movers")
-		n := 0
-		for _, node := range on {
-			if node == other.Name {
-				n++
-			}
-		}
-		return n == 3 && len(on) == 3, fmt.Sprint(on)
-	}, func() string { return c.kubectlNoFail("get", "pods", "-o", "wide") })
-	// The old pods were evicted (deleted, stuck terminating while their
-	// node is away), no earlier than the toleration allowed.
-	for _, p := range lcPods(t, c, "-l", "app=movers") {
-		if _, old := gone[p.UID]; !old {
-			continue
-		}
-		if p.DeletionTimestamp == nil {
-			t.Fatalf("old pod %s on the dead node is not being deleted", p.Name)
-		}
-		grace := int64(0)
-		if p.DeletionGracePeriodSeconds != nil {
-			grace = *p.DeletionGracePeriodSeconds
-		}
-		deleted := p.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
-		if deleted.Before(taintAdded.Add(toleration*time.Second - time.Second)) {
-			t.Errorf("pod %s deleted at %s, the taint came at %s: before its %ds toleration", p.Name,
-				deleted.Format(time.TimeOnly), taintAdded.Format(time.TimeOnly), toleration)
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow() // the next steps build on this one
 		}
 	}
-	// One evicted pod is force-deleted while its node is down: the
-	// restarted agent finds containers of a pod the API no longer has.
-	var forced string
-	for _, name := range gone {
-		forced = name
-		break
+	starts := 1 // "node ready" lines in the victim's log
+	restartVictim := func(t *testing.T) {
+		victim.Start()
+		starts++
+		lcWait(t, c, 2*time.Minute, time.Second, victim.Name+" up again", func() (bool, string) {
+			return strings.Count(victim.Log(), `msg="node ready"`) == starts, fmt.Sprintf("not %d \"node ready\" in its log", starts)
+		})
 	}
-	lcKubectl(t, c, "delete", "pod", forced, "--force", "--grace-period=0")
 
-	victim.Start()
-	lcWait(t, c, 2*time.Minute, time.Second, victim.Name+" Ready again and untainted", func() (bool, string) {
-		ready, taints := nodeReadyStatus(t, c, victim.Name)
-		return ready == corev1.ConditionTrue && len(taints) == 0, fmt.Sprintf("Ready %s, taints %s", ready, lcJSON(taints))
-	}, c.describe("node", victim.Name))
-	lcWait(t, c, 2*time.Minute, time.Second, "the evicted pods gone from the API", func() (bool, string) {
-		var left []string
-		for _, p := range lcPods(t, c, "-A") {
-			if _, old := gone[p.UID]; old {
-				left = append(left, p.Name)
+	// A crash shorter than the grace period: the restarted agent adopts
+	// the running containers, which neither restart nor change.
+	step("ShortCrashAdoptsRunningContainersUnchanged", func(t *testing.T) {
+		victim.Kill()
+		restartVictim(t)
+		lcWait(t, c, time.Minute, time.Second, "pods Ready after a short crash", func() (bool, string) {
+			on := readyOn(t, c, "app=movers")
+			return len(on) == 3, fmt.Sprint(on)
+		})
+		for _, p := range lcPods(t, c, "-l", "app=movers") {
+			var was *corev1.Pod
+			for i := range before {
+				if before[i].UID == p.UID {
+					was = &before[i]
+				}
+			}
+			st, old := containerStatus(&p, "web"), (*corev1.ContainerStatus)(nil)
+			if was != nil {
+				old = containerStatus(was, "web")
+			}
+			if was == nil || st == nil || old == nil || st.State.Running == nil || old.State.Running == nil ||
+				st.ContainerID != old.ContainerID || st.RestartCount != 0 ||
+				p.Status.PodIP != was.Status.PodIP || !st.State.Running.StartedAt.Equal(&old.State.Running.StartedAt) {
+				t.Fatalf("pod %s after the agent's restart: %s; before: %s: want the same running container", p.Name, lcJSON(p.Status), lcJSON(was))
+			}
+			out, err := c.kubectl("exec", p.Name, "--", "cat", "/www/index.html")
+			if err != nil || strings.TrimSpace(out) != p.Name {
+				t.Fatalf("exec in adopted pod %s: %q %v", p.Name, out, err)
 			}
 		}
-		return len(left) == 0, fmt.Sprint(left)
-	}, func() string { return c.kubectlNoFail("get", "pods", "-o", "wide") })
-	lcWait(t, c, 30*time.Second, time.Second, "no trace of the deleted pods on "+victim.Name, func() (bool, string) {
-		left := victimLeftovers(t, victim, gone)
-		return len(left) == 0, strings.Join(left, "\n")
+		if left := victimLeftovers(t, victim, gone); len(left) != 7*len(gone) {
+			t.Fatalf("after adoption, %s has %d traces of its 3 pods, want 7 each: %v", victim.Name, len(left), left)
+		}
 	})
-	// And nothing else either: the node runs no pod now.
-	if pods := lcPods(t, c, "-A", "--field-selector", "spec.nodeName="+victim.Name); len(pods) != 0 {
-		t.Fatalf("pods on %s after the restart: %d", victim.Name, len(pods))
-	}
-	if left := nodeContents(t, victim); len(left) != 0 {
-		t.Fatalf("%s runs no pod, but has:\n%s", victim.Name, strings.Join(left, "\n"))
-	}
-	if on := readyOn(t, c, "app=movers"); len(on) != 3 {
-		t.Fatalf("movers after the restart: %v, want 3 ready", on)
-	}
+
+	// A power loss (containerd and the shims die with the agent; the
+	// containers' tasks are lost): the pods restart in place, their last
+	// state an exit of unknown cause, as after a reboot.
+	step("PowerLossRestartsContainersInPlace", func(t *testing.T) {
+		victim.PowerOff()
+		restartVictim(t)
+		lcWait(t, c, 2*time.Minute, time.Second, "pods restarted in place after the power loss", func() (bool, string) {
+			pods := lcPods(t, c, "-l", "app=movers")
+			n := 0
+			for _, p := range pods {
+				st := containerStatus(&p, "web")
+				if _, ok := gone[p.UID]; ok && p.Spec.NodeName == victim.Name && st != nil && st.RestartCount == 1 &&
+					podCondition(&p, corev1.PodReady) == corev1.ConditionTrue {
+					n++
+				}
+			}
+			return n == 3, c.kubectlNoFail("get", "pods", "-o", "wide")
+		}, func() string { return c.kubectlNoFail("describe", "pods") })
+		for _, p := range lcPods(t, c, "-l", "app=movers") {
+			lt := containerStatus(&p, "web").LastTerminationState.Terminated
+			if lt == nil || lt.ExitCode != 255 || lt.Reason != "Unknown" {
+				t.Errorf("pod %s lastState %s: want the lost run, terminated Unknown with exit code 255", p.Name, lcJSON(lt))
+			}
+			for _, was := range before {
+				if was.UID == p.UID && was.Status.PodIP != p.Status.PodIP {
+					t.Errorf("pod %s: IP %s before the power loss, %s after", p.Name, was.Status.PodIP, p.Status.PodIP)
+				}
+			}
+		}
+	})
+
+	step("KilledAgentNodeNotReady_PodsMoveAfterToleration", func(t *testing.T) {
+		victim.Kill()
+		killed := time.Now()
+		var taintAdded time.Time
+		lcWait(t, c, 90*time.Second, time.Second, victim.Name+" NotReady and tainted unreachable:NoExecute", func() (bool, string) {
+			ready, taints := nodeReadyStatus(t, c, victim.Name)
+			for _, tn := range taints {
+				if tn.Key == corev1.TaintNodeUnreachable && tn.Effect == corev1.TaintEffectNoExecute && tn.TimeAdded != nil {
+					taintAdded = tn.TimeAdded.Time
+				}
+			}
+			return ready != corev1.ConditionTrue && !taintAdded.IsZero(), fmt.Sprintf("Ready %s, taints %s", ready, lcJSON(taints))
+		}, c.describe("node", victim.Name))
+		t.Logf("%s NotReady, tainted %v after the kill", victim.Name, taintAdded.Sub(killed).Round(time.Second))
+
+		lcWait(t, c, 2*time.Minute, time.Second, "3 movers ready on "+other.Name, func() (bool, string) {
+			on := readyOn(t, c, "app=movers")
+			n := 0
+			for _, node := range on {
+				if node == other.Name {
+					n++
+				}
+			}
+			return n == 3 && len(on) == 3, fmt.Sprint(on)
+		}, func() string { return c.kubectlNoFail("get", "pods", "-o", "wide") })
+		// The old pods were evicted (deleted, stuck terminating while their
+		// node is away), no earlier than the toleration allowed.
+		for _, p := range lcPods(t, c, "-l", "app=movers") {
+			if _, old := gone[p.UID]; !old {
+				continue
+			}
+			if p.DeletionTimestamp == nil {
+				t.Fatalf("old pod %s on the dead node is not being deleted", p.Name)
+			}
+			grace := int64(0)
+			if p.DeletionGracePeriodSeconds != nil {
+				grace = *p.DeletionGracePeriodSeconds
+			}
+			deleted := p.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
+			if deleted.Before(taintAdded.Add(toleration*time.Second - time.Second)) {
+				t.Errorf("pod %s deleted at %s, the taint came at %s: before its %ds toleration", p.Name,
+					deleted.Format(time.TimeOnly), taintAdded.Format(time.TimeOnly), toleration)
+			}
+		}
+		// One evicted pod is force-deleted while its node is down: the
+		// restarted agent finds containers of a pod the API no longer has.
+		var forced string
+		for _, name := range gone {
+			forced = name
+			break
+		}
+		lcKubectl(t, c, "delete", "pod", forced, "--force", "--grace-period=0")
+	})
+
+	step("RestartedAgentLeavesNoOrphans", func(t *testing.T) {
+		restartVictim(t)
+		lcWait(t, c, 2*time.Minute, time.Second, victim.Name+" Ready again and untainted", func() (bool, string) {
+			ready, taints := nodeReadyStatus(t, c, victim.Name)
+			return ready == corev1.ConditionTrue && len(taints) == 0, fmt.Sprintf("Ready %s, taints %s", ready, lcJSON(taints))
+		}, c.describe("node", victim.Name))
+		lcWait(t, c, 2*time.Minute, time.Second, "the evicted pods gone from the API", func() (bool, string) {
+			var left []string
+			for _, p := range lcPods(t, c, "-A") {
+				if _, old := gone[p.UID]; old {
+					left = append(left, p.Name)
+				}
+			}
+			return len(left) == 0, fmt.Sprint(left)
+		}, func() string { return c.kubectlNoFail("get", "pods", "-o", "wide") })
+		lcWait(t, c, 30*time.Second, time.Second, "no trace of the deleted pods on "+victim.Name, func() (bool, string) {
+			left := victimLeftovers(t, victim, gone)
+			return len(left) == 0, strings.Join(left, "\n")
+		})
+		// And nothing else either: the node runs no pod now.
+		if pods := lcPods(t, c, "-A", "--field-selector", "spec.nodeName="+victim.Name); len(pods) != 0 {
+			t.Fatalf("pods on %s after the restart: %d", victim.Name, len(pods))
+		}
+		if left := nodeContents(t, victim); len(left) != 0 {
+			t.Fatalf("%s runs no pod, but has:\n%s", victim.Name, strings.Join(left, "\n"))
+		}
+		if on := readyOn(t, c, "app=movers"); len(on) != 3 {
+			t.Fatalf("movers after the restart: %v, want 3 ready", on)
+		}
+	})
 }
 
 // nodeState is what a node's agent holds for pods: containerd containers
@@ -665,6 +819,32 @@ type nodeState struct {
 	netnsMnt   []string            // mounts below --netns-dir
 	allocs     []string            // files in <data-dir>/agent/network/pods
 	veths      []string            // veth links in the node's namespace
+	volumes    []string            // pod dirs in <data-dir>/agent/pods
+	logs       []string            // pod dirs in --pod-log-dir
+	fifos      []string            // stdio FIFOs in <data-dir>/agent/containers/fifo
+	cgroups    []string            // pod cgroups (hierarchy:path) below --cgroup-root
+}
+
+// podCgroups lists the pod<uid> cgroups below the node's --cgroup-root
+// in every hierarchy, as hierarchy:path.
+func podCgroups(n *netNode) []string {
+	var out []string
+	hiers, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hiers {
+		root := filepath.Join(h, "skiff-e2e", n.NS)
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), "pod") {
+				rel, _ := filepath.Rel(root, p)
+				out = append(out, filepath.Base(h)+":"+rel)
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 func readNodeState(t *testing.T, n *netNode) nodeState {
@@ -716,6 +896,10 @@ func readNodeState(t *testing.T, n *netNode) nodeState {
 			}
 		}
 	}
+	s.volumes = dirNames(t, filepath.Join(n.DataDir, "agent", "pods"))
+	s.logs = dirNames(t, filepath.Join(n.DataDir, "pod-logs"))
+	s.fifos = dirNames(t, filepath.Join(n.DataDir, "agent", "containers", "fifo"))
+	s.cgroups = podCgroups(n)
 	return s
 }
 
@@ -754,6 +938,15 @@ func victimLeftovers(t *testing.T, n *netNode, uids map[types.UID]string) []stri
 		if v := podnet.HostVethName(u); slices.Contains(s.veths, v) {
 			left = append(left, fmt.Sprintf("pod %s: veth %s", name, v))
 		}
+		if slices.Contains(s.volumes, u) {
+			left = append(left, fmt.Sprintf("pod %s: volume dir", name))
+		}
+		if slices.ContainsFunc(s.logs, func(d string) bool { return strings.HasSuffix(d, "_"+u) }) {
+			left = append(left, fmt.Sprintf("pod %s: log dir", name))
+		}
+		if slices.ContainsFunc(s.cgroups, func(cg string) bool { return strings.HasSuffix(cg, "pod"+u) }) {
+			left = append(left, fmt.Sprintf("pod %s: cgroups", name))
+		}
 	}
 	slices.Sort(left)
 	return left
@@ -777,6 +970,18 @@ func nodeContents(t *testing.T, n *netNode) []string {
 	}
 	for _, x := range s.veths {
 		out = append(out, "veth "+x)
+	}
+	for _, x := range s.volumes {
+		out = append(out, "volume dir "+x)
+	}
+	for _, x := range s.logs {
+		out = append(out, "log dir "+x)
+	}
+	for _, x := range s.fifos {
+		out = append(out, "stdio FIFO "+x)
+	}
+	for _, x := range s.cgroups {
+		out = append(out, "cgroup "+x)
 	}
 	return out
 }

@@ -94,4 +94,7 @@ func (k *Kubelet) adopt(ctx context.Context) {
 		// address back on its first sync.
 		k.ensureWorker(pod, isStatic, adopted[uid])
 	}
+	// The orphans' containers are gone: their cgroups and log directories
+	// can go too.
+	k.housekeeping()
 }

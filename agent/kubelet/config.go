@@ -129,7 +129,10 @@ type Config struct {
 	// LogDir is the root of container logs (/var/log/pods).
 	LogDir string
 	// CgroupRoot is the cgroupfs root of pods (/skiff).
-	CgroupRoot     string
+	CgroupRoot string
+	// CgroupFS is where the cgroup hierarchies are mounted (/sys/fs/cgroup):
+	// the kubelet removes the cgroups of pods that are gone there.
+	CgroupFS       string
 	ClusterDNS     []string
 	ClusterDomain  string
 	HostResolvConf string
@@ -175,6 +178,9 @@ func (c *Config) defaults() {
 	}
 	if c.CgroupRoot == "" {
 		c.CgroupRoot = "/skiff"
+	}
+	if c.CgroupFS == "" {
+		c.CgroupFS = "/sys/fs/cgroup"
 	}
 	if c.ClusterDomain == "" {
 		c.ClusterDomain = "cluster.local"

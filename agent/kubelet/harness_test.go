@@ -65,7 +65,7 @@ func newHarness(t *testing.T) *harness {
 		},
 		NodeName: testNode, Client: h.client, Runtime: h.rt, Network: h.net, Images: h.img, Volumes: h.vol,
 		Env:    literalEnv,
-		LogDir: t.TempDir(), NodeIP: "192.168.1.10", Recorder: h.rec, Clock: clk,
+		LogDir: t.TempDir(), CgroupFS: t.TempDir(), NodeIP: "192.168.1.10", Recorder: h.rec, Clock: clk,
 		QoS: QoS{ContainerResources: func(*corev1.Pod, *corev1.Container) containers.Resources { return containers.Resources{} }},
 	}
 	return h

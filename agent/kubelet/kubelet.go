@@ -42,6 +42,8 @@ type Kubelet struct {
 	staticCh chan struct{}
 	ready    chan struct{} // closed once adoption is done and pods flow
 	pressure pressure
+	// housekeepingErrs are failures already logged, by key.
+	housekeepingErrs map[string]bool
 }
 
 // New checks the configuration and makes a kubelet; Run starts it.
@@ -62,6 +64,8 @@ func New(cfg Config) (*Kubelet, error) {
 		static:   map[types.UID]*corev1.Pod{},
 		staticCh: make(chan struct{}, 1),
 		ready:    make(chan struct{}),
+
+		housekeepingErrs: map[string]bool{},
 	}
 	if k.recorder == nil {
 		k.broadcaster = record.NewBroadcaster()
@@ -289,6 +293,7 @@ func (k *Kubelet) resyncLoop(ctx context.Context) {
 			for _, w := range k.allWorkers() {
 				w.kick()
 			}
+			k.housekeeping()
 			if !k.cfg.DisableEviction {
 				k.evictOnce(ctx)
 			}

@@ -127,5 +127,10 @@ func (w *podWorker) cleanup(ctx context.Context, pod *corev1.Pod) error {
 	}
 	w.setField(func() { w.ctrs = map[string][]*ctrRecord{}; w.netnsPath = "" })
 	_ = os.RemoveAll(w.k.logDir(pod))
+	// With its containers removed the pod's cgroup is empty; if a process
+	// lingers, housekeeping removes it later.
+	if err := w.k.removeCgroup(w.k.cfg.QoS.CgroupParent(w.k.cfg.CgroupRoot, pod)); err != nil {
+		w.k.log.Debug("remove pod cgroups", "pod", podKey(pod), "err", err)
+	}
 	return nil
 }

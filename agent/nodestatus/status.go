@@ -199,7 +199,9 @@ func (r *Reporter) status(ctx context.Context, old *corev1.Node) (corev1.NodeSta
 	if r.cfg.Images != nil {
 		imgs, err := r.cfg.Images(ctx)
 		if err != nil {
-			r.cfg.Logger.Warn("list images for node status", "err", err)
+			if ctx.Err() == nil { // not the end of the start-up wait or of the agent
+				r.cfg.Logger.Warn("list images for node status", "err", err)
+			}
 			if old != nil {
 				imgs = old.Status.Images
 			}

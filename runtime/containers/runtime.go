@@ -38,6 +38,7 @@ const (
 	labelFinishedAt = "io.skiff.finished-at"
 	labelExitCode   = "io.skiff.exit-code"
 	labelOOM        = "io.skiff.oom-killed"
+	labelExitReason = "io.skiff.exit-reason"
 )
 
 // ErrNotRunning is returned (wrapped) by Attach and Exec when the
@@ -127,7 +128,49 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	r.removeStaleFIFOs(ctx)
 	return r, nil
+}
+
+// removeStaleFIFOs removes the stdio FIFO directories no task uses: those
+// of tasks lost with their shims while no runtime ran (removing such a
+// container finds no task whose IO it could close). It runs before the
+// runtime starts any task.
+func (r *Runtime) removeStaleFIFOs(ctx context.Context) {
+	ctx = r.nsctx(ctx)
+	entries, err := os.ReadDir(r.cfg.fifoDir())
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	cs, err := r.client.Containers(ctx)
+	if err != nil {
+		return // keep everything rather than guess
+	}
+	inUse := map[string]bool{}
+	for _, c := range cs {
+		t, err := c.Task(ctx, cio.Load)
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil || t.IO() == nil {
+			return // a task whose FIFOs are unknown: keep everything
+		}
+		cfg := t.IO().Config()
+		for _, p := range []string{cfg.Stdin, cfg.Stdout, cfg.Stderr} {
+			if p != "" {
+				inUse[filepath.Dir(p)] = true
+			}
+		}
+	}
+	for _, e := range entries {
+		dir := filepath.Join(r.cfg.fifoDir(), e.Name())
+		if inUse[dir] {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			r.log.Warn("remove stale stdio FIFOs", "dir", dir, "err", err)
+		}
+	}
 }
 
 func (cfg Config) fifoDir() string { return filepath.Join(cfg.StateDir, "fifo") }

@@ -19,7 +19,14 @@ const (
 	ReasonCompleted = "Completed"
 	ReasonError     = "Error"
 	ReasonOOMKilled = "OOMKilled"
+	// ReasonUnknown is a container whose task was lost with its shim (power
+	// loss, reboot, killed shim): how it ended is unknown.
+	ReasonUnknown = "Unknown"
 )
+
+// ExitCodeUnknown is the exit code of a container whose task was lost, as
+// the CRI plugin reports it.
+const ExitCodeUnknown = 255
 
 // Status reports what containerd knows about the container.
 func (r *Runtime) Status(ctx context.Context, id string) (ContainerStatus, error) {
@@ -68,7 +75,7 @@ func (r *Runtime) status(ctx context.Context, c client.Container) (ContainerStat
 	t, err := c.Task(ctx, nil)
 	switch {
 	case errdefs.IsNotFound(err):
-		r.statusWithoutTask(&st, l)
+		r.statusWithoutTask(ctx, c, &st, l)
 	case err != nil:
 		return ContainerStatus{}, fmt.Errorf("containers: status %s: %w", c.ID(), err)
 	default:
@@ -94,10 +101,28 @@ func (r *Runtime) status(ctx context.Context, c client.Container) (ContainerStat
 }
 
 // statusWithoutTask fills in an exit recorded in labels (the task is gone,
-// e.g. after containerd lost it).
-func (r *Runtime) statusWithoutTask(st *ContainerStatus, l map[string]string) {
+// e.g. after containerd lost it). A container that started but whose exit
+// was never recorded lost its task with its shim: the shim was killed, or
+// the machine lost power or rebooted, and containerd cleaned up after the
+// dead shim when it started again (before anyone could watch). It exited
+// then, how is unknown (ExitCodeUnknown, ReasonUnknown); that is recorded
+// at once, so that the exit (and its time) stays the same from now on.
+func (r *Runtime) statusWithoutTask(ctx context.Context, c client.Container, st *ContainerStatus, l map[string]string) {
 	if l[labelStartedAt] == "" {
 		return
+	}
+	if l[labelExitCode] == "" {
+		lost := map[string]string{
+			labelExitCode:   strconv.Itoa(ExitCodeUnknown),
+			labelFinishedAt: time.Now().UTC().Format(time.RFC3339Nano),
+			labelExitReason: ReasonUnknown,
+		}
+		if _, err := c.SetLabels(ctx, lost); err != nil && !errdefs.IsNotFound(err) {
+			r.log.Warn("record the lost task of a container", "id", c.ID(), "err", err)
+		}
+		for k, v := range lost {
+			l[k] = v
+		}
 	}
 	code, err := strconv.ParseInt(l[labelExitCode], 10, 32)
 	if err != nil {
@@ -120,6 +145,9 @@ func (r *Runtime) exitReason(ctx context.Context, c client.Container, code int32
 	r.mu.Unlock()
 	if oom || l[labelOOM] == "true" || (code != 0 && r.cgroupOOMKilled(ctx, c)) {
 		return ReasonOOMKilled
+	}
+	if reason := l[labelExitReason]; reason != "" {
+		return reason
 	}
 	if code == 0 {
 		return ReasonCompleted
