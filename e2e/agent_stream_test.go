@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,10 @@ const streamNode = "agent-1"
 // streamPods are the pods of TestAgentStream, all pinned to streamNode:
 // counter prints "line N" every 0.2 s (and serves exec and cp); crasher
 // prints a marker and exits 1 on its first run, then prints "second-run"
-// and sleeps (an emptyDir remembers the first run); web is busybox httpd.
+// and sleeps (an emptyDir remembers the first run); web is busybox httpd
+// on 8080 and, on 7000, a server answering the sha256 of what it read
+// until EOF; oneshot prints a 40000-byte line, then waits for /tmp/go to
+// print "bye" and exit 0.
 const streamPods = `apiVersion: v1
 kind: Pod
 metadata: {name: counter, labels: {app: stream}}
@@ -75,9 +79,29 @@ spec:
   - name: web
     image: busybox
     imagePullPolicy: Never
-    command: [sh, -c, 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www']
-    ports: [{containerPort: 8080, name: http}]
+    command: [sh, -c, 'mkdir -p /www && hostname > /www/index.html && { nc -ll -p 7000 -e sha256sum & } && exec httpd -f -p 8080 -h /www']
+    ports: [{containerPort: 8080, name: http}, {containerPort: 7000, name: sum}]
     readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: oneshot, labels: {app: stream}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: ` + streamNode + `}
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: busybox
+    imagePullPolicy: Never
+    command:
+    - sh
+    - -c
+    - |
+      head -c 40000 /dev/zero | tr '\000' x; echo
+      echo waiting
+      while [ ! -e /tmp/go ]; do sleep 0.2; done
+      echo bye
 `
 
 func TestAgentStream_LogsFollowTimestampsSincePrevious_ExecTTYAndStdin_PortForward_Cp_WithOldestAndNewestKubectl(t *testing.T) {
@@ -85,7 +109,7 @@ func TestAgentStream_LogsFollowTimestampsSincePrevious_ExecTTYAndStdin_PortForwa
 	c := newNetCluster(t, netClusterSpec{Agents: 1})
 	c.waitNodesReady(2, 2*time.Minute)
 	c.kubectlIn(streamPods, "apply", "-f", "-")
-	for _, p := range c.waitPodsReady("app=stream", 3, 3*time.Minute) {
+	for _, p := range c.waitPodsReady("app=stream", 4, 3*time.Minute) {
 		if p.Spec.NodeName != streamNode {
 			t.Fatalf("pod %s on %q, want %s", p.Name, p.Spec.NodeName, streamNode)
 		}
@@ -172,6 +196,31 @@ func TestAgentStream_LogsFollowTimestampsSincePrevious_ExecTTYAndStdin_PortForwa
 		}
 	})
 
+	t.Run("logs -f ends when the container exits; long lines come whole", func(t *testing.T) {
+		k := startKubectl(t, c, "kubectl", "logs", "-f", "oneshot")
+		for _, want := range []string{strings.Repeat("x", 40000), "waiting"} {
+			line, ok := k.line(30 * time.Second)
+			if !ok || line != want {
+				t.Fatalf("logs -f oneshot: %d bytes %.40q (%v), want %d bytes %.40q; stderr %q", len(line), line, ok, len(want), want, k.stderr())
+			}
+		}
+		c.kubectlOK("exec", "oneshot", "--", "touch", "/tmp/go")
+		if line, ok := k.line(30 * time.Second); !ok || line != "bye" {
+			t.Fatalf("logs -f oneshot: %q (%v), want bye; stderr %q", line, ok, k.stderr())
+		}
+		select {
+		case <-k.done:
+			if k.err != nil {
+				t.Fatalf("logs -f of an exited container: %v %q", k.err, k.stderr())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("logs -f still running 30s after the container printed its last line")
+		}
+		if out := c.kubectlOK("logs", "oneshot", "--tail=2"); out != "waiting\nbye\n" {
+			t.Fatalf("logs --tail=2 of the exited container: %q", out)
+		}
+	})
+
 	t.Run("logs --previous shows the terminated instance after a restart", func(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
@@ -228,6 +277,32 @@ func TestAgentStream_LogsFollowTimestampsSincePrevious_ExecTTYAndStdin_PortForwa
 			}
 			if out != "out\n" || !strings.HasPrefix(errOut, "err\n") {
 				t.Fatalf("exec: stdout %q, stderr %q; want out and err apart", out, errOut)
+			}
+			var want strings.Builder
+			for i := 1; i <= 200000; i++ {
+				fmt.Fprintf(&want, "%d\n", i)
+			}
+			out, errOut, err = c.kubectlBinIn(bin, "", "exec", "counter", "--", "seq", "1", "200000")
+			if err != nil || out != want.String() {
+				t.Fatalf("exec seq 1 200000: %d bytes (sha %s), want %d (sha %s); %v %q", len(out), sha(out), want.Len(), sha(want.String()), err, errOut)
+			}
+			out, errOut, err = c.kubectlBinIn(bin, "some input\n", "exec", "-i", "counter", "--", "sh", "-c", "wc -c; exit 5")
+			if !errors.As(err, &ee) || ee.ExitCode() != 5 || strings.TrimSpace(out) != "11" {
+				t.Fatalf("exec -i wc -c; exit 5: %q, err %v, stderr %q; want 11 and exit code 5", out, err, errOut)
+			}
+			// A command that exits without reading its input: the exit code
+			// must not be lost in a connection reset by the unread input
+			// (a race: several rounds).
+			big := randomText(4 << 20)
+			for i := range 6 {
+				script, want := "exit 4", ""
+				if i%2 == 1 {
+					script, want = "echo early; exit 4", "early\n"
+				}
+				out, errOut, err = c.kubectlBinIn(bin, big, "exec", "-i", "counter", "--", "sh", "-c", script)
+				if !errors.As(err, &ee) || ee.ExitCode() != 4 || out != want {
+					t.Fatalf("round %d: exec -i sh -c %q ignoring 4 MiB of stdin: %q, err %v, stderr %q; want %q and exit code 4", i, script, out, err, errOut, want)
+				}
 			}
 			if out, errOut, err := c.kubectlBinIn(bin, "", "exec", "counter", "--", "no-such-command"); err == nil {
 				t.Fatalf("exec of a missing command succeeded: %q %q", out, errOut)
@@ -471,6 +546,12 @@ func execTTY(t *testing.T, c *netCluster, bin string) {
 		t.Fatal(err)
 	}
 	waitOut("resized 33x111", regexp.MustCompile(`(?m)^33 111\r?$`), 15*time.Second, "stty size\r")
+	// ^C interrupts the command in the container, not kubectl.
+	if _, err := master.Write([]byte("sleep 1000\r")); err != nil {
+		t.Fatalf("type: %v", err)
+	}
+	waitOut("sleep typed", regexp.MustCompile(`sleep 1000`), 15*time.Second, "")
+	waitOut("prompt after ^C", regexp.MustCompile(`sleep 1000(?s:.*)/ # `), 15*time.Second, "\x03")
 	if _, err := master.Write([]byte("echo $((6*7)); tty; exit 3\r")); err != nil {
 		t.Fatalf("type: %v", err)
 	}
@@ -499,22 +580,28 @@ func execTTY(t *testing.T, c *netCluster, bin string) {
 	}
 }
 
-var forwardingRE = regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
+var forwardingRE = regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
 
-// portForward runs `kubectl port-forward pod/web :8080` and fetches
-// through it from the server's namespace: one by one, several at once,
-// and a 1 MiB file whose checksum the pod computed.
+// portForward runs `kubectl port-forward pod/web :8080 :7000` and goes
+// through it from the server's namespace: HTTP one by one, several at
+// once, a 1 MiB file whose checksum the pod computed; and 7000, whose
+// server answers only once it read EOF (the client's half-close must
+// cross kubectl, the API server and the agent to the pod).
 func portForward(t *testing.T, c *netCluster, bin string) {
-	k := startKubectl(t, c, bin, "port-forward", "pod/web", ":8080")
-	port := ""
-	for port == "" {
+	k := startKubectl(t, c, bin, "port-forward", "pod/web", ":8080", ":7000")
+	ports := map[string]string{} // remote → local
+	for len(ports) < 2 {
 		line, ok := k.line(30 * time.Second)
 		if !ok {
-			t.Fatalf("port-forward: no 'Forwarding from 127.0.0.1' within 30s; exited %v, stderr %q", k.exitErr(), k.stderr())
+			t.Fatalf("port-forward: no 'Forwarding from 127.0.0.1' for both ports within 30s (%v); exited %v, stderr %q", ports, k.exitErr(), k.stderr())
 		}
 		if m := forwardingRE.FindStringSubmatch(line); m != nil {
-			port = m[1]
+			ports[m[2]] = m[1]
 		}
+	}
+	port := ports["8080"]
+	if port == "" || ports["7000"] == "" {
+		t.Fatalf("port-forward: forwarded %v, want 8080 and 7000", ports)
 	}
 	base := "http://127.0.0.1:" + port
 	for i := range 3 {
@@ -549,9 +636,42 @@ func portForward(t *testing.T, c *netCluster, bin string) {
 	if err != nil || code != 200 || len(body) != 1<<20 || sha(body) != sum[0] {
 		t.Fatalf("GET /big through port-forward: %d, %d bytes, sha %s, %v; want 1 MiB with sha %s", code, len(body), sha(body), err, sum[0])
 	}
+	for i := range 2 {
+		payload := randomText(3<<20 + i)
+		got, err := sendAndHalfClose(c.server.NS, "127.0.0.1:"+ports["7000"], payload, 60*time.Second)
+		if want := sha(payload) + "  -\n"; err != nil || got != want {
+			t.Fatalf("sha256 server through port-forward, round %d: %q %v, want %q; kubectl stderr %q", i, got, err, want, k.stderr())
+		}
+	}
 	if !k.running() {
 		t.Fatalf("port-forward exited: %v %q", k.exitErr(), k.stderr())
 	}
+}
+
+// sendAndHalfClose connects from namespace ns to addr, sends payload,
+// closes its sending side and reads the answer until the peer closes.
+func sendAndHalfClose(ns, addr, payload string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := dialIn(ctx, ns, addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	werr := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(conn, payload)
+		if err == nil {
+			err = conn.(*net.TCPConn).CloseWrite()
+		}
+		werr <- err
+	}()
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		return string(got), err
+	}
+	return string(got), <-werr
 }
 
 // copyRoundTrip copies a file and a directory into the counter pod with

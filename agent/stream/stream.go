@@ -162,16 +162,16 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("GET /containerLogs/{ns}/{pod}/{container}", s.authorized(http.HandlerFunc(s.serveLogs)))
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
-		mux.Handle("GET "+p, s.authorized(s.remoteCommand(false)))
-		mux.Handle("POST "+p, s.authorized(s.remoteCommand(false)))
+		mux.Handle("GET "+p, s.authorized(lingerUpgrades(s.remoteCommand(false))))
+		mux.Handle("POST "+p, s.authorized(lingerUpgrades(s.remoteCommand(false))))
 	}
 	for _, p := range []string{"/attach/{ns}/{pod}/{container}", "/attach/{ns}/{pod}/{uid}/{container}"} {
-		mux.Handle("GET "+p, s.authorized(s.remoteCommand(true)))
-		mux.Handle("POST "+p, s.authorized(s.remoteCommand(true)))
+		mux.Handle("GET "+p, s.authorized(lingerUpgrades(s.remoteCommand(true))))
+		mux.Handle("POST "+p, s.authorized(lingerUpgrades(s.remoteCommand(true))))
 	}
 	for _, p := range []string{"/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"} {
-		mux.Handle("GET "+p, s.authorized(http.HandlerFunc(s.servePortForward)))
-		mux.Handle("POST "+p, s.authorized(http.HandlerFunc(s.servePortForward)))
+		mux.Handle("GET "+p, s.authorized(lingerUpgrades(http.HandlerFunc(s.servePortForward))))
+		mux.Handle("POST "+p, s.authorized(lingerUpgrades(http.HandlerFunc(s.servePortForward))))
 	}
 	return mux
 }

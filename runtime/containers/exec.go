@@ -133,10 +133,17 @@ func (r *Runtime) Exec(ctx context.Context, id string, req ExecRequest) (int, er
 	if err != nil {
 		return -1, fmt.Errorf("containers: exec %s: %w", id, err)
 	}
+	// The exit code goes back without waiting for the deletion: the
+	// shim takes up to 10 s to delete a process whose output a child
+	// left behind still holds open (containerd v2).
 	defer func() {
-		if _, err := p.Delete(bg); err != nil && !errdefs.IsNotFound(err) {
-			r.log.Warn("delete exec process", "id", id, "err", err)
-		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if _, err := p.Delete(bg); err != nil && !errdefs.IsNotFound(err) {
+				r.log.Warn("delete exec process", "id", id, "err", err)
+			}
+		}()
 	}()
 	waitCtx, cancelWait := context.WithCancel(bg)
 	defer cancelWait()
@@ -155,7 +162,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, req ExecRequest) (int, er
 	}
 	select {
 	case es := <-exitC:
-		waitTimeout(p.IO().Wait, outputDrainTimeout)
+		if !waitTimeout(p.IO().Wait, outputDrainTimeout) {
+			// A process left behind (`sh -c 'sleep 60 & echo hi'`) holds
+			// the output open: stop copying to req's writers, which the
+			// caller may close once Exec returned.
+			p.IO().Cancel()
+			_ = p.IO().Close()
+			waitTimeout(p.IO().Wait, time.Second)
+		}
 		code, _, err := es.Result()
 		if err != nil {
 			return -1, fmt.Errorf("containers: exec %s: %w", id, err)

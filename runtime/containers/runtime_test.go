@@ -275,6 +275,18 @@ func TestExec(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a process left holding the output does not hold back the exit code", func(t *testing.T) {
+		var stdout, stderr syncBuffer
+		// The context outlives the drain, and the leftover sleep outlives it.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		start := time.Now()
+		code, err := r.Exec(ctx, id, ExecRequest{Cmd: []string{"sh", "-c", "sleep 100 & echo hi; exit 3"}, Stdout: &stdout, Stderr: &stderr})
+		if err != nil || code != 3 || stdout.String() != "hi\n" {
+			t.Fatalf("exec: code %d, stdout %q, %v; want 3 and hi", code, stdout.String(), err)
+		}
+		t.Logf("exit code after %v", time.Since(start).Round(time.Millisecond))
+	})
 	t.Run("cancelled context kills the process", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

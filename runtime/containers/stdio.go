@@ -124,8 +124,9 @@ func (x *containerIO) closeLog() {
 	}
 }
 
-// waitTimeout runs wait, giving up after d.
-func waitTimeout(wait func(), d time.Duration) {
+// waitTimeout runs wait, giving up after d; it reports whether wait
+// returned in time.
+func waitTimeout(wait func(), d time.Duration) bool {
 	ch := make(chan struct{})
 	go func() {
 		wait()
@@ -133,7 +134,9 @@ func waitTimeout(wait func(), d time.Duration) {
 	}()
 	select {
 	case <-ch:
+		return true
 	case <-time.After(d):
+		return false
 	}
 }
 

@@ -271,16 +271,13 @@ func follow(ctx context.Context, path string, opts ReadOptions, e *emitter) erro
 		if progressed {
 			continue
 		}
-		if next, ok := rotatedAway(path, f); ok {
+		if rotatedAway(path, f) {
 			// The writer closes a file before renaming it: what it wrote
 			// after the last drain is there now.
 			if _, err := lr.drain(e); err != nil {
 				return err
 			}
-			if err := readRotatedAfter(path, f, e); err != nil {
-				return err
-			}
-			nf, err := openWhenPresent(ctx, next)
+			nf, err := nextFile(ctx, path, f, e)
 			if err != nil || nf == nil {
 				return err
 			}
@@ -322,40 +319,61 @@ func openWhenPresent(ctx context.Context, p string) (*os.File, error) {
 }
 
 // rotatedAway reports whether path no longer names the open file f.
-func rotatedAway(path string, f *os.File) (string, bool) {
+func rotatedAway(path string, f *os.File) bool {
 	cur, err := f.Stat()
 	if err != nil {
-		return "", false
+		return false
 	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return path, errors.Is(err, fs.ErrNotExist)
+		return errors.Is(err, fs.ErrNotExist)
 	}
-	return path, !os.SameFile(cur, st)
+	return !os.SameFile(cur, st)
 }
 
-// readRotatedAfter reads, in order, the rotated files newer than f (when the
-// writer rotated more than once between polls).
-func readRotatedAfter(path string, f *os.File, e *emitter) error {
+// nextFile opens the file that comes after f, which the writer rotated
+// away: the live file at path, once the files rotated between the two are
+// read in full into e. The live file is opened before the rotated files
+// are listed, so that a rotation in between shows in the list instead of
+// skipping a file; if the file opened was itself rotated meanwhile, it is
+// the one returned (the caller reads it, then finds it rotated away).
+// It returns nil, nil when ctx ends first.
+func nextFile(ctx context.Context, path string, f *os.File, e *emitter) (*os.File, error) {
 	cur, err := f.Stat()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("crilog: %w", err)
+	}
+	nf, err := openWhenPresent(ctx, path)
+	if err != nil || nf == nil {
+		return nil, err
+	}
+	next, err := nf.Stat()
+	if err != nil {
+		nf.Close()
+		return nil, fmt.Errorf("crilog: %w", err)
 	}
 	rotated, err := rotatedFiles(path)
 	if err != nil {
-		return err
+		nf.Close()
+		return nil, err
 	}
-	for i, p := range rotated {
+	after := false // past f in the list
+	for _, p := range rotated {
 		st, err := os.Stat(p)
-		if err != nil || !os.SameFile(cur, st) {
-			continue
+		if err != nil {
+			continue // removed meanwhile: too old to be after f
 		}
-		for _, q := range rotated[i+1:] {
-			if err := readFile(q, e); err != nil {
-				return err
+		switch {
+		case os.SameFile(st, cur):
+			after = true
+		case os.SameFile(st, next):
+			return nf, nil
+		case after:
+			if err := readFile(p, e); err != nil {
+				nf.Close()
+				return nil, err
 			}
 		}
-		return nil
 	}
-	return nil
+	return nf, nil
 }
