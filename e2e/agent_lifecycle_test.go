@@ -5,6 +5,8 @@ package e2e
 // and whose restart cleans up after them.
 
 import (
+	"skiff/runtime/mountinfo"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -873,7 +875,7 @@ func readNodeState(t *testing.T, n *netNode) nodeState {
 	}
 	nsDir := filepath.Join(n.DataDir, "netns")
 	s.netns = dirNames(t, nsDir)
-	mps, err := mountsUnder(nsDir)
+	mps, err := mountinfo.Under(nsDir)
 	if err != nil {
 		t.Fatal(err)
 	}

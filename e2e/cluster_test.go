@@ -23,6 +23,8 @@ package e2e
 // failure; node logs are then printed (tail) and kept on disk.
 
 import (
+	"skiff/runtime/mountinfo"
+
 	"skiff/runtime/testimage"
 
 	"bytes"
@@ -177,7 +179,7 @@ func removeCgroups(t *testing.T, rel string) {
 // removeUnmounted removes dir unless something is still mounted below it:
 // removing through a leftover bind mount would delete the mounted files.
 func removeUnmounted(t *testing.T, dir string) {
-	if mps, err := mountsUnder(dir); err != nil || len(mps) > 0 {
+	if mps, err := mountinfo.Under(dir); err != nil || len(mps) > 0 {
 		t.Errorf("not removing %s: still mounted below it: %v %v", dir, mps, err)
 		return
 	}

@@ -7,8 +7,8 @@ package e2e
 // teardown deletes them.
 
 import (
-	"bufio"
-	"bytes"
+	"skiff/runtime/mountinfo"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,54 +354,11 @@ func (h *testHost) close() {
 	}
 }
 
-// mountsUnder lists mount points at or below root, deepest first.
-func mountsUnder(root string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	root = filepath.Clean(root)
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
-		if mp == root || strings.HasPrefix(mp, root+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b bytes.Buffer
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // killNetnsUsersUnder SIGKILLs every process whose network namespace is
 // one bind-mounted below root (pod namespaces a node's agent made): the
 // containers in them are not in any node namespace.
 func killNetnsUsersUnder(t *testing.T, root string) {
-	mps, err := mountsUnder(root)
+	mps, err := mountinfo.Under(root)
 	if err != nil {
 		t.Logf("mounts under %s: %v", root, err)
 		return
@@ -432,7 +388,7 @@ func killNetnsUsersUnder(t *testing.T, root string) {
 
 // unmountUnder detaches every mount at or below root, deepest first.
 func unmountUnder(t *testing.T, root string) {
-	mps, err := mountsUnder(root)
+	mps, err := mountinfo.Under(root)
 	if err != nil {
 		t.Logf("mounts under %s: %v", root, err)
 		return
@@ -588,7 +544,7 @@ func TestNetns_Teardown_RemovesNamespacesStrayProcessesAndMounts(t *testing.T) {
 		}
 		mounts = append(mounts, tmp, podNS)
 		netWaitFor(t, 5*time.Second, "pod namespace mounted", func() bool {
-			mps, _ := mountsUnder(podNS)
+			mps, _ := mountinfo.Under(podNS)
 			return len(mps) == 1
 		})
 	})
@@ -607,7 +563,7 @@ func TestNetns_Teardown_RemovesNamespacesStrayProcessesAndMounts(t *testing.T) {
 		}
 	}
 	for _, mp := range mounts {
-		if mps, _ := mountsUnder(mp); len(mps) != 0 {
+		if mps, _ := mountinfo.Under(mp); len(mps) != 0 {
 			t.Errorf("mount %s left behind", mp)
 		}
 	}

@@ -1,82 +1,19 @@
 package volumes
 
 import (
-	"bufio"
+	"skiff/runtime/mountinfo"
+
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// mountPoints returns the mount points at or below dir, deepest first.
-func mountPoints(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	dir = filepath.Clean(dir)
-	var out []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64*1024), 1024*1024)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, nil
-}
-
-// unescapeMountPath decodes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isMountPoint(dir string) (bool, error) {
-	mps, err := mountPoints(dir)
-	if err != nil {
-		return false, err
-	}
-	for _, mp := range mps {
-		if mp == filepath.Clean(dir) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // mountTmpfs mounts a tmpfs on dir (its root with mode, size in bytes when
 // > 0) unless one is already there.
 func mountTmpfs(dir string, size int64, mode os.FileMode) error {
-	mounted, err := isMountPoint(dir)
+	mounted, err := mountinfo.IsMountPoint(dir)
 	if err != nil || mounted {
 		return err
 	}
@@ -93,7 +30,7 @@ func mountTmpfs(dir string, size int64, mode os.FileMode) error {
 // unmountAll unmounts everything at or below dir, deepest first; a busy
 // mount is detached lazily.
 func unmountAll(dir string) error {
-	mps, err := mountPoints(dir)
+	mps, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package volumes
 
 import (
+	"skiff/runtime/mountinfo"
+
 	"context"
 	"net"
 	"os"
@@ -56,7 +58,7 @@ func TestEmptyDirMemoryIsSizedTmpfsAndTeardownUnmounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := vols["mem"]
-	mps, err := mountPoints(dir)
+	mps, err := mountinfo.Under(dir)
 	if err != nil || len(mps) != 1 {
 		t.Fatalf("mount points %v %v", mps, err)
 	}
@@ -73,7 +75,7 @@ func TestEmptyDirMemoryIsSizedTmpfsAndTeardownUnmounts(t *testing.T) {
 	if err := m.Teardown(ctx, "uid-1"); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPoints(m.cfg.Root); len(mps) != 0 {
+	if mps, _ := mountinfo.Under(m.cfg.Root); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 	if _, err := os.Stat(m.PodDir("uid-1")); !os.IsNotExist(err) {
@@ -372,13 +374,13 @@ func TestSecretTmpfsIsUnmountedAtTeardown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if mps, _ := mountPoints(m.PodDir("uid-1")); len(mps) != 1 {
+	if mps, _ := mountinfo.Under(m.PodDir("uid-1")); len(mps) != 1 {
 		t.Fatalf("want exactly one tmpfs after two Setups, got %v", mps)
 	}
 	if err := m.Teardown(ctx, "uid-1"); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPoints(m.cfg.Root); len(mps) != 0 {
+	if mps, _ := mountinfo.Under(m.cfg.Root); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 }

@@ -59,6 +59,8 @@
 package main
 
 import (
+	"skiff/runtime/mountinfo"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -461,7 +463,7 @@ func (b *bench) cleanup() {
 		// their namespaces' mounts can go.
 		for range 3 {
 			unmountUnder(p.dataDir)
-			if mps, _ := mountsUnder(p.dataDir); len(mps) == 0 {
+			if mps, _ := mountinfo.Under(p.dataDir); len(mps) == 0 {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -478,7 +480,7 @@ func (b *bench) cleanup() {
 			logf("kept %s (log %s)", p.dataDir, p.logPath)
 			continue
 		}
-		if mps, err := mountsUnder(p.dataDir); err != nil || len(mps) > 0 {
+		if mps, err := mountinfo.Under(p.dataDir); err != nil || len(mps) > 0 {
 			logf("cleanup: not removing %s: still mounted below it: %v %v", p.dataDir, mps, err)
 			continue
 		}
@@ -537,53 +539,10 @@ func killNamespacePids(ns string) {
 	}
 }
 
-// mountsUnder lists mount points at or below root, deepest first.
-func mountsUnder(root string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	root = filepath.Clean(root)
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
-		if mp == root || strings.HasPrefix(mp, root+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // killNetnsUsersUnder SIGKILLs every process whose network namespace is
 // bind-mounted below root (the pods' namespaces).
 func killNetnsUsersUnder(root string) {
-	mps, err := mountsUnder(root)
+	mps, err := mountinfo.Under(root)
 	if err != nil {
 		return
 	}
@@ -610,7 +569,7 @@ func killNetnsUsersUnder(root string) {
 }
 
 func unmountUnder(root string) {
-	mps, err := mountsUnder(root)
+	mps, err := mountinfo.Under(root)
 	if err != nil {
 		logf("cleanup: mounts under %s: %v", root, err)
 		return
