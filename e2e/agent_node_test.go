@@ -177,3 +177,54 @@ spec:
 		t.Fatalf("hostNetwork pod does not see the node's eth0 (%s): %s", a.IP, out)
 	}
 }
+
+func TestAgentNode_HostGWBackend_PodsReachAcrossNodes_AttachFeedsStdin(t *testing.T) {
+	gw := []string{"--network-backend", "host-gw"}
+	c := newNetCluster(t, netClusterSpec{Agents: 1, ServerArgs: gw, AgentArgs: gw})
+	c.waitNodesReady(2, 2*time.Minute)
+	c.kubectlIn(webDeployment("gw", 2), "apply", "-f", "-")
+	pods := c.waitPodsReady("app=gw", 2, 2*time.Minute)
+	if pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+		t.Fatalf("both replicas on %s: want one per node", pods[0].Spec.NodeName)
+	}
+	for i, from := range pods {
+		to := pods[1-i]
+		out, err := c.kubectl("exec", from.Name, "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+to.Status.PodIP+":8080/")
+		if err != nil || strings.TrimSpace(out) != to.Name {
+			t.Fatalf("host-gw: %s on %s → %s on %s (%s): %q, %v", from.Name, from.Spec.NodeName, to.Name, to.Spec.NodeName, to.Status.PodIP, out, err)
+		}
+	}
+
+	// kubectl attach -i feeds the main process's stdin and shows its
+	// output; with stdinOnce the container's stdin closes when it detaches.
+	c.kubectlIn(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: attach, labels: {app: attach}}
+spec:
+  nodeName: %s
+  restartPolicy: Never
+  containers: [{name: c, image: busybox, imagePullPolicy: Never, command: [sh], stdin: true, stdinOnce: true}]
+`, c.agents[0].Name), "apply", "-f", "-")
+	deadline := time.Now().Add(time.Minute)
+	for strings.TrimSpace(c.kubectlNoFail("get", "pod", "attach", "-o", "jsonpath={.status.phase}")) != "Running" {
+		if time.Now().After(deadline) {
+			t.Fatalf("attach pod not Running: %s", c.kubectlNoFail("describe", "pod", "attach"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	out, _, err := c.kubectlIn("echo attached-$((2+3))\nexit 0\n", "attach", "-i", "attach", "-c", "c")
+	if !strings.Contains(out, "attached-5") {
+		t.Fatalf("kubectl attach -i: output %q, err %v; want the shell's answer attached-5", out, err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		phase := strings.TrimSpace(c.kubectlNoFail("get", "pod", "attach", "-o", "jsonpath={.status.phase}"))
+		if phase == "Succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attached shell did not exit 0 after `exit 0` (phase %q)", phase)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
