@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"skiff/server/auth/serviceaccount"
 )
@@ -657,21 +658,35 @@ func TestClientGo_TypedClients_UseProtobufAndItWorks(t *testing.T) {
 	}
 	rv1 := cgResourceVersion(t, "created deployment", d)
 
-	d.Spec.Template.Spec.Containers[0].Image = "nginx:1.28"
-	d2, err := deploys.Update(ctx, d, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("update deployment image: %v", err)
+	// The deployment controller writes the object too (its revision
+	// annotation, status), so updates start from the latest copy and retry
+	// on 409, as real clients do.
+	update := func(what string, from *appsv1.Deployment, mutate func(*appsv1.Deployment)) *appsv1.Deployment {
+		t.Helper()
+		var out *appsv1.Deployment
+		cur := from.DeepCopy()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			mutate(cur)
+			var err error
+			if out, err = deploys.Update(ctx, cur, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
+				if latest, gerr := deploys.Get(ctx, from.Name, metav1.GetOptions{}); gerr == nil {
+					cur = latest
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("update deployment %s: %v", what, err)
+		}
+		return out
 	}
+	d2 := update("image", d, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "nginx:1.28" })
 	rv2 := cgResourceVersion(t, "deployment after a spec change", d2)
 	if d2.Generation != 2 || rv2 <= rv1 || d2.Spec.Template.Spec.Containers[0].Image != "nginx:1.28" || d2.UID != d.UID {
 		t.Fatalf("after a spec change: generation %d rv %d (was %d) image %q uid %q; want generation 2, a larger rv, the new image, the same uid",
 			d2.Generation, rv2, rv1, d2.Spec.Template.Spec.Containers[0].Image, d2.UID)
 	}
-	d2.Labels = map[string]string{"tier": "frontend"}
-	d3, err := deploys.Update(ctx, d2, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("update deployment labels: %v", err)
-	}
+	d3 := update("labels", d2, func(d *appsv1.Deployment) { d.Labels = map[string]string{"tier": "frontend"} })
 	rv3 := cgResourceVersion(t, "deployment after a label change", d3)
 	if d3.Generation != 2 || rv3 <= rv2 || d3.Labels["tier"] != "frontend" {
 		t.Fatalf("after a metadata-only change: generation %d rv %d (was %d) labels %v; want generation still 2, a larger rv, the label", d3.Generation, rv3, rv2, d3.Labels)
