@@ -79,6 +79,7 @@ func newServerCommand() *cobra.Command {
 			cfg.KubeconfigMode = os.FileMode(m)
 			cfg.Logger = newLogger()
 			cfg.Version = versionInfo()
+			cfg.ClusterDNS = acfg.ClusterDNS
 			if disableAgent {
 				return server.Run(cmd.Context(), cfg)
 			}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Config is everything `skiff agent` (or the agent inside `skiff server`) is
@@ -53,6 +54,15 @@ type Config struct {
 	CgroupRoot string
 	// RegistriesFile is a k3s-style registries.yaml (mirrors, credentials).
 	RegistriesFile string
+	// DisableProxy leaves Services to another proxy (--disable-kube-proxy);
+	// cluster DNS still runs.
+	DisableProxy bool
+	// ProxySyncPeriod is how often the proxy rewrites its whole ruleset,
+	// repairing hand edits (default 30 s).
+	ProxySyncPeriod time.Duration
+	// MetricsAddr serves the proxy and DNS metrics (/metrics) and /healthz,
+	// 127.0.0.1:10249 by default as kube-proxy does; "" turns it off.
+	MetricsAddr string
 	// KubeletVersion is what the Node reports as its kubelet version.
 	KubeletVersion string
 	// Logger receives the agent's logs.

@@ -46,6 +46,7 @@ type node struct {
 	kubeletRef atomic.Pointer[kubelet.Kubelet]
 	stream     *stream.Server
 	daemon     *daemon.Daemon
+	services   *services
 	netReady   atomic.Bool
 	started    time.Time
 }
@@ -81,6 +82,9 @@ func start(ctx context.Context, cfg Config) (*node, error) {
 		return nil, err
 	}
 	if err := n.startNetwork(ctx, ips[0]); err != nil {
+		return nil, err
+	}
+	if err := n.startServices(ips); err != nil {
 		return nil, err
 	}
 	return n, n.buildKubelet()
@@ -275,6 +279,9 @@ func (n *node) run(ctx context.Context) error {
 		"peers":      n.watchPeers,
 		"certs":      func(ctx context.Context) error { n.creds.RenewLoop(ctx); return nil },
 		"imagegc":    n.imageGC,
+	}
+	for name, loop := range n.services.loops() {
+		loops[name] = loop
 	}
 	errc := make(chan error, len(loops))
 	var wg sync.WaitGroup

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"reflect"
@@ -31,7 +32,16 @@ func inProcessConfig(rt http.RoundTripper) *rest.Config {
 // bootstrap makes what every cluster starts with: the system namespaces and
 // the default RBAC policy. It runs on every start, creating what is missing
 // and bringing auto-updated roles up to date.
-func bootstrap(ctx context.Context, rt http.RoundTripper, serviceIP, advertise net.IP, port int) error {
+// bootstrapAddrs are the addresses the bootstrap objects carry.
+type bootstrapAddrs struct {
+	serviceIP  net.IP     // default/kubernetes
+	serviceNet *net.IPNet // the Service range
+	clusterDNS net.IP     // kube-system/kube-dns (nil: none)
+	advertise  net.IP     // where in-cluster clients reach the API
+	port       int
+}
+
+func bootstrap(ctx context.Context, rt http.RoundTripper, a bootstrapAddrs, log *slog.Logger) error {
 	cs, err := kubernetes.NewForConfig(inProcessConfig(rt))
 	if err != nil {
 		return err
@@ -42,11 +52,20 @@ func bootstrap(ctx context.Context, rt http.RoundTripper, serviceIP, advertise n
 			return fmt.Errorf("namespace %s: %w", name, err)
 		}
 	}
-	if err := kubernetesService(ctx, cs, serviceIP, port); err != nil {
+	if err := kubernetesService(ctx, cs, a.serviceIP, a.port); err != nil {
 		return err
 	}
-	if err := kubernetesEndpoints(ctx, cs, advertise, port); err != nil {
+	if err := kubernetesEndpoints(ctx, cs, a.advertise, a.port); err != nil {
 		return err
+	}
+	switch {
+	case a.clusterDNS == nil:
+	case !a.serviceNet.Contains(a.clusterDNS):
+		log.Warn("the cluster DNS address is outside the Service range: no kube-dns Service", "cluster-dns", a.clusterDNS, "service-cidr", a.serviceNet)
+	default:
+		if err := kubeDNSService(ctx, cs, a.clusterDNS); err != nil {
+			return err
+		}
 	}
 	if err := bootstrapClusterRoles(ctx, cs); err != nil {
 		return err
@@ -92,6 +111,31 @@ func kubernetesService(ctx context.Context, cs kubernetes.Interface, ip net.IP, 
 	}
 	if err != nil {
 		return fmt.Errorf("service default/kubernetes: %w", err)
+	}
+	return nil
+}
+
+// kubeDNSService is kube-system/kube-dns at the cluster DNS address, as
+// every distribution has it: the nodes answer there themselves (the agent
+// serves DNS on that address), so the Service has no selector and no
+// endpoints, and the node proxy leaves its address alone. It exists so the
+// address is reserved against other Services and found where tools look.
+func kubeDNSService(ctx context.Context, cs kubernetes.Interface, ip net.IP) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "skiff-dns", "kubernetes.io/cluster-service": "true"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: ip.String(),
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+			},
+			SessionAffinity: corev1.ServiceAffinityNone,
+		},
+	}
+	_, err := cs.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("service kube-system/kube-dns: %w", err)
 	}
 	return nil
 }

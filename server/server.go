@@ -55,6 +55,10 @@ type Config struct {
 	ServiceCIDR string
 	// ClusterDomain is the DNS domain of the cluster (cluster.local).
 	ClusterDomain string
+	// ClusterDNS is the address every node serves cluster DNS on
+	// (10.43.0.10); the server gives it to the kube-system/kube-dns Service
+	// so that the address is reserved and discoverable as on any cluster.
+	ClusterDNS string
 	// KubeconfigPath and KubeconfigMode say where the admin kubeconfig goes.
 	KubeconfigPath string
 	KubeconfigMode os.FileMode
@@ -207,7 +211,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	system := &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
-	if err := bootstrap(ctx, api.Transport(system), serviceIP, advertiseAddress(cfg.AdvertiseAddress), ln.Addr().(*net.TCPAddr).Port); err != nil {
+	if err := bootstrap(ctx, api.Transport(system), bootstrapAddrs{serviceIP: serviceIP, serviceNet: serviceNet, clusterDNS: net.ParseIP(cfg.ClusterDNS),
+		advertise: advertiseAddress(cfg.AdvertiseAddress), port: ln.Addr().(*net.TCPAddr).Port}, log); err != nil {
 		ln.Close()
 		return fmt.Errorf("bootstrap: %w", err)
 	}

@@ -1,0 +1,826 @@
+package e2e
+
+// Services and cluster DNS on real agents (issue 6), driven as a user
+// would with kubectl 1.27 and 1.33: ClusterIP by name from a pod, NodePort
+// and LoadBalancer from the test host outside the cluster, the traffic
+// policies, rejection without endpoints, the periodic resync repairing
+// rules deleted by hand, and the DNS records pods see. One cluster serves
+// every step (starting one costs more than all the steps together).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+const (
+	// svcNS is the namespace of every object of the test: not "default",
+	// so that the names and search paths prove the namespace is used.
+	svcNS = "shop"
+	// svcNodeA runs the client pod and the single whoami pod; the server
+	// and agent-2 have no whoami endpoint.
+	svcNodeA = "agent-1"
+	// svcSyncPeriod is the proxy's full-resync period on every node: short,
+	// so that the repair of hand-deleted rules is seen within seconds.
+	svcSyncPeriod = 5 * time.Second
+	// svcClusterCIDR is the default pod range (masqueraded sources may be
+	// a node's address on the pod network).
+	svcClusterCIDR = "10.42.0.0/16"
+	// svcClusterDNS is where every node serves cluster DNS.
+	svcClusterDNS = "10.43.0.10"
+)
+
+// svcManifests are the objects applied at once (so their waits overlap),
+// besides the web and solo Deployments (webDeployment: pods answer their
+// name on 8080). whoami answers the client's source address (busybox
+// httpd CGI) from one pod on svcNodeA; client is the pod requests start
+// from, also on svcNodeA.
+const svcManifests = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: whoami}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: whoami}}
+  template:
+    metadata: {labels: {app: whoami}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: ` + svcNodeA + `}
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: web
+        image: busybox
+        imagePullPolicy: Never
+        command:
+        - sh
+        - -c
+        - |
+          mkdir -p /www/cgi-bin
+          printf '#!/bin/sh\necho Content-Type: text/plain\necho\necho $REMOTE_ADDR\n' > /www/cgi-bin/ip
+          chmod +x /www/cgi-bin/ip
+          exec httpd -f -p 8080 -h /www
+        ports: [{containerPort: 8080, name: http}]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeSelector: {kubernetes.io/hostname: ` + svcNodeA + `}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: busybox
+    imagePullPolicy: Never
+    command: [sleep, "3600"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-headless}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: whoami-local}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: whoami}
+  ports: [{name: http, port: 8082, targetPort: 8080}]
+`
+
+// svcEnv is what the steps share: the cluster, the kubectl builds and
+// what was deployed.
+type svcEnv struct {
+	c        *netCluster
+	old, cur string // kubectl 1.27 and 1.33
+	hostIP   string // the test host's address on the lab network
+	web      []corev1.Pod
+	whoami   corev1.Pod
+	solo     corev1.Pod
+	webIP    string // the web Service's cluster IP
+	nodeByIP map[string]*netNode
+}
+
+func TestAgentServices_ClusterIPByName_SpreadsOverNodes_NodePortLBAndLocalPolicy_RejectWithoutEndpoints_RepairsRules_ClusterDNS(t *testing.T) {
+	kubectls := kubectlVersions(t)
+	period := "--proxy-sync-period=" + svcSyncPeriod.String()
+	c := newNetCluster(t, netClusterSpec{Agents: 2, TestHost: true, ServerArgs: []string{period}, AgentArgs: []string{period}})
+	e := &svcEnv{c: c, old: kubectls["1.27"], cur: kubectls["1.33"], hostIP: c.host.ip.String(), nodeByIP: map[string]*netNode{}}
+	for _, n := range c.nodes() {
+		e.nodeByIP[n.IP.String()] = n
+	}
+	c.waitNodesReady(3, 2*time.Minute)
+	e.deploy(t)
+
+	t.Run("ClusterIPByName_FromPodOnNodeA_EveryEndpointOnEveryNodeGetsAShare", e.testClusterIPSpread)
+	t.Run("NodePort_ClusterPolicy_AnswersOnEveryNodeAddress_SourceMasqueraded", e.testNodePortEveryNode)
+	t.Run("LoadBalancer_IngressIsNodeAddresses_AnswersThere", e.testLoadBalancer)
+	t.Run("LocalPolicy_KeepsClientSourceOnEndpointNode_OtherNodesNeverAnswer", e.testLocalPolicy)
+	t.Run("RulesDeletedByHand_ComeBackWithinSyncPeriod", e.testRepair)
+	t.Run("DNS_ResolvConf_A_Headless_SRV_PTR_NXDOMAIN", e.testDNS)
+	t.Run("Hairpin_PodReachesItselfThroughItsService", e.testHairpin)
+	t.Run("ScaledToZero_NewConnectionsRejectedAtOnce", e.testNoEndpoints)
+}
+
+// deploy creates the namespace, workloads and Services, and waits until
+// every pod is ready.
+func (e *svcEnv) deploy(t *testing.T) {
+	c := e.c
+	begin := time.Now()
+	svcKubectl(t, c, e.cur, "create", "namespace", svcNS)
+	svcApply(t, c, e.cur, webDeployment("web", 3)+"---\n"+webDeployment("solo", 1)+"---\n"+svcManifests)
+	// Users expose Deployments with kubectl too, here with the oldest and
+	// newest kubectl.
+	svcKubectl(t, c, e.old, "expose", "deployment", "whoami", "-n", svcNS, "--name", "whoami-cluster", "--type", "NodePort", "--port", "80", "--target-port", "8080")
+	svcKubectl(t, c, e.cur, "expose", "deployment", "web", "-n", svcNS, "--name", "web-lb", "--type", "LoadBalancer", "--port", "8081", "--target-port", "8080")
+	svcKubectl(t, c, e.old, "expose", "deployment", "solo", "-n", svcNS, "--port", "80", "--target-port", "8080")
+
+	e.web = svcWaitReady(t, c, "app=web", 3)
+	e.whoami = svcWaitReady(t, c, "app=whoami", 1)[0]
+	e.solo = svcWaitReady(t, c, "app=solo", 1)[0]
+	svcWaitReady(t, c, "", 6) // the client pod too (no label)
+	t.Logf("all 6 pods ready %v after the first kubectl", time.Since(begin).Round(time.Millisecond))
+
+	perNode := map[string]int{}
+	for _, p := range e.web {
+		perNode[p.Spec.NodeName]++
+	}
+	if len(perNode) != 3 {
+		t.Fatalf("3 web replicas on %d nodes (%v), want one per node", len(perNode), perNode)
+	}
+	if e.whoami.Spec.NodeName != svcNodeA {
+		t.Fatalf("whoami on %s, want %s", e.whoami.Spec.NodeName, svcNodeA)
+	}
+	e.webIP = svcGet(t, c, "web").Spec.ClusterIP
+	if net.ParseIP(e.webIP) == nil {
+		t.Fatalf("web Service cluster IP %q", e.webIP)
+	}
+}
+
+func (e *svcEnv) testClusterIPSpread(t *testing.T) {
+	const n = 200
+	nodeOf := map[string]string{}
+	for _, p := range e.web {
+		nodeOf[p.Name] = p.Spec.NodeName
+	}
+	for _, name := range []string{"web." + svcNS + ".svc.cluster.local", "web"} {
+		// One exec running the loop: 200 execs would take minutes.
+		script := fmt.Sprintf(`for i in $(seq %d); do timeout 5 wget -q -O- http://%s/ 2>&1 || echo FAIL; done`, n, name)
+		begin := time.Now()
+		out, err := svcExec(e.c, e.old, "client", script)
+		took := time.Since(begin)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		counts := map[string]int{}
+		total := 0
+		for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+			counts[strings.TrimSpace(line)]++
+			total++
+		}
+		var dist []string
+		for pod, k := range counts {
+			dist = append(dist, fmt.Sprintf("%s (%s): %d", pod, nodeOf[pod], k))
+		}
+		sort.Strings(dist)
+		t.Logf("GET http://%s/ ×%d from client on %s in %v (%v each): %s", name, n, svcNodeA, took.Round(time.Millisecond),
+			(took / n).Round(time.Microsecond), strings.Join(dist, ", "))
+		if total != n {
+			t.Fatalf("%s: %d answers, want %d:\n%s", name, total, n, out)
+		}
+		for line := range counts {
+			if _, ok := nodeOf[line]; !ok {
+				t.Fatalf("%s: answer %q is no web pod's name (distribution %v)\n%s", name, line, dist, svcNft(e.nodeByName(svcNodeA)))
+			}
+		}
+		// Random choice over 3 endpoints: each expects ~67 of 200; fewer
+		// than 20 is 7 standard deviations off.
+		for pod := range nodeOf {
+			if counts[pod] < n/10 {
+				t.Fatalf("%s: endpoint %s on %s got %d of %d (distribution %v), want at least %d", name, pod, nodeOf[pod], counts[pod], n, dist, n/10)
+			}
+		}
+	}
+}
+
+// testNodePortEveryNode: with the Cluster policy the NodePort answers on
+// every node, also on those without a whoami pod, and the pod sees a
+// masqueraded source, not the test host.
+func (e *svcEnv) testNodePortEveryNode(t *testing.T) {
+	np := svcNodePort(t, e.c, "whoami-cluster")
+	for _, n := range e.c.nodes() {
+		src := svcSourceIP(svcHostGet(t, e, n, fmt.Sprintf("http://%s/cgi-bin/ip", net.JoinHostPort(n.IP.String(), strconv.Itoa(np))), 30*time.Second))
+		t.Logf("NodePort %d on %s (local endpoint: %v): the pod saw source %s", np, n.Name, n.Name == svcNodeA, src)
+		if src == e.hostIP || !e.masqueradedSource(src) {
+			t.Fatalf("NodePort on %s with externalTrafficPolicy Cluster: the pod saw source %q, want a node address (masqueraded), not the test host %s", n.Name, src, e.hostIP)
+		}
+	}
+}
+
+// svcSourceIP is the address whoami printed: busybox httpd listens on an
+// IPv6 socket, so REMOTE_ADDR is an IPv4-mapped address in brackets.
+func svcSourceIP(body string) string {
+	ip := net.ParseIP(strings.Trim(strings.TrimSpace(body), "[]"))
+	if ip == nil {
+		return body
+	}
+	return ip.String()
+}
+
+// masqueradedSource reports whether ip is what a node masquerades to: one
+// of its addresses, on the lab network or on the pod network.
+func (e *svcEnv) masqueradedSource(ip string) bool {
+	if _, ok := e.nodeByIP[ip]; ok {
+		return true
+	}
+	_, cidr, _ := net.ParseCIDR(svcClusterCIDR)
+	parsed := net.ParseIP(ip)
+	return parsed != nil && cidr.Contains(parsed)
+}
+
+func (e *svcEnv) testLoadBalancer(t *testing.T) {
+	var want []string
+	for _, n := range e.c.nodes() {
+		want = append(want, n.IP.String())
+	}
+	sort.Strings(want)
+	ingress := svcWaitIngress(t, e.c, "web-lb", want)
+	names := map[string]bool{}
+	for _, p := range e.web {
+		names[p.Name] = true
+	}
+	for _, ip := range ingress {
+		seen := map[string]int{}
+		for range 6 {
+			body := svcHostGet(t, e, e.nodeByIP[ip], "http://"+net.JoinHostPort(ip, "8081")+"/", 30*time.Second)
+			if !names[body] {
+				t.Fatalf("LoadBalancer %s:8081 answered %q, not a web pod's name", ip, body)
+			}
+			seen[body]++
+		}
+		t.Logf("LoadBalancer ingress %s:8081 answered from %v", ip, seen)
+	}
+}
+
+// testLocalPolicy: the Local policy keeps the client's address on the
+// node with the endpoint and never forwards from the others; the Cluster
+// policy service on the same pod shows a node address instead.
+func (e *svcEnv) testLocalPolicy(t *testing.T) {
+	c := e.c
+	nodeA := e.nodeByName(svcNodeA)
+	svcWaitIngress(t, c, "whoami-local", []string{nodeA.IP.String()})
+	np := svcNodePort(t, c, "whoami-local")
+	for _, port := range []int{np, 8082} {
+		url := fmt.Sprintf("http://%s/cgi-bin/ip", net.JoinHostPort(nodeA.IP.String(), strconv.Itoa(port)))
+		if src := svcSourceIP(svcHostGet(t, e, nodeA, url, 30*time.Second)); src != e.hostIP {
+			t.Fatalf("Local policy, %s (the endpoint's node): the pod saw source %q, want the test host's %s", url, src, e.hostIP)
+		}
+		t.Logf("Local policy %s: the pod saw the test host's own address %s", url, e.hostIP)
+	}
+	clusterURL := fmt.Sprintf("http://%s/cgi-bin/ip", net.JoinHostPort(nodeA.IP.String(), strconv.Itoa(svcNodePort(t, c, "whoami-cluster"))))
+	if src := svcSourceIP(svcHostGet(t, e, nodeA, clusterURL, 10*time.Second)); src == e.hostIP || !e.masqueradedSource(src) {
+		t.Fatalf("Cluster policy %s: the pod saw %q, want a node address", clusterURL, src)
+	} else {
+		t.Logf("Cluster policy %s, same pod: the pod saw %s (masqueraded)", clusterURL, src)
+	}
+
+	for _, n := range c.nodes() {
+		if n.Name == svcNodeA {
+			continue
+		}
+		// The node knows the service (else a refusal would prove nothing).
+		lcWait(t, c, 30*time.Second, 500*time.Millisecond, "whoami-local's rules on "+n.Name, func() (bool, string) {
+			table := svcNft(n)
+			return strings.Contains(table, svcNS+"/whoami-local/"), table
+		})
+		for _, port := range []int{np, 8082} {
+			for range 2 {
+				url := fmt.Sprintf("http://%s/cgi-bin/ip", net.JoinHostPort(n.IP.String(), strconv.Itoa(port)))
+				begin := time.Now()
+				body, code, err := getIn(c.host.ns, url, 3*time.Second)
+				kind, ok := svcNoAnswer(err)
+				t.Logf("Local policy %s (no endpoint on %s): %s after %v", url, n.Name, kind, time.Since(begin).Round(time.Millisecond))
+				if !ok {
+					t.Fatalf("Local policy %s on a node without endpoint: %s (%d %q), want no answer (refused or timeout)\n%s", url, kind, code, body, svcNft(n))
+				}
+			}
+		}
+	}
+}
+
+// testRepair deletes rules by hand (a ClusterIP map element on one node,
+// a NodePort service chain's rules on another) and waits for the periodic
+// resync to put them back.
+func (e *svcEnv) testRepair(t *testing.T) {
+	c := e.c
+	nodeA, nodeB := e.nodeByName(svcNodeA), e.nodeByName("agent-2")
+	np := svcNodePort(t, c, "whoami-cluster")
+	npURL := fmt.Sprintf("http://%s/cgi-bin/ip", net.JoinHostPort(nodeB.IP.String(), strconv.Itoa(np)))
+	svcHostGet(t, e, nodeB, npURL, 10*time.Second)
+
+	chain := svcFindChain(t, nodeB, svcNS+"/whoami-cluster/tcp/")
+	if svcChainRules(t, nodeB, chain) == 0 {
+		t.Fatalf("chain %s on %s has no rules before the flush:\n%s", chain, nodeB.Name, svcNft(nodeB))
+	}
+	key := svcFindElement(t, nodeA, "service-ips", e.webIP)
+	flushed := svcNftRun(t, nodeB, "flush", "chain", "ip", "skiff", chain)
+	_, _, getErr := getIn(c.host.ns, npURL, 2*time.Second)
+	brokeB, _ := svcNoAnswer(getErr)
+	stillFlushed := svcChainRules(t, nodeB, chain) == 0
+	deleted := svcNftRun(t, nodeA, "delete", "element", "ip", "skiff", "service-ips", "{ "+key+" }")
+	out, wgetErr := svcExec(c, e.cur, "client", "timeout 3 wget -q -O- http://"+e.webIP+"/ 2>&1")
+	stillDeleted := !svcHasElement(t, nodeA, "service-ips", e.webIP)
+	t.Logf("flushed chain %s on %s: NodePort from the test host then %s (rules still gone after: %v)", chain, nodeB.Name, brokeB, stillFlushed)
+	t.Logf("deleted service-ips element { %s } on %s: wget from client then %v %q (element still gone after: %v)", key, nodeA.Name, wgetErr, strings.TrimSpace(out), stillDeleted)
+	if getErr == nil && stillFlushed {
+		t.Fatalf("NodePort on %s answered with its service chain flushed: the check proves nothing\n%s", nodeB.Name, svcNft(nodeB))
+	}
+	if wgetErr == nil && stillDeleted {
+		t.Fatalf("cluster IP %s answered on %s with its map element deleted: %q\n%s", e.webIP, nodeA.Name, out, svcNft(nodeA))
+	}
+
+	within := 3*svcSyncPeriod + 5*time.Second
+	lcWait(t, c, within, 100*time.Millisecond, "flushed chain "+chain+" refilled on "+nodeB.Name, func() (bool, string) {
+		return svcChainRules(t, nodeB, chain) > 0, svcNft(nodeB)
+	})
+	t.Logf("chain %s on %s refilled %v after the flush (sync period %v)", chain, nodeB.Name, time.Since(flushed).Round(time.Millisecond), svcSyncPeriod)
+	lcWait(t, c, within, 100*time.Millisecond, "service-ips element of "+e.webIP+" back on "+nodeA.Name, func() (bool, string) {
+		return svcHasElement(t, nodeA, "service-ips", e.webIP), svcNft(nodeA)
+	})
+	t.Logf("element { %s } on %s back %v after the deletion", key, nodeA.Name, time.Since(deleted).Round(time.Millisecond))
+
+	svcHostGet(t, e, nodeB, npURL, 10*time.Second)
+	lcWait(t, c, 10*time.Second, 500*time.Millisecond, "web's cluster IP answers again from client", func() (bool, string) {
+		out, err := svcExec(c, e.cur, "client", "timeout 3 wget -q -O- http://"+e.webIP+"/ 2>&1")
+		return err == nil && e.isWebPod(strings.TrimSpace(out)), fmt.Sprintf("%v %q", err, out)
+	})
+}
+
+func (e *svcEnv) isWebPod(name string) bool {
+	return slices.ContainsFunc(e.web, func(p corev1.Pod) bool { return p.Name == name })
+}
+
+func (e *svcEnv) testDNS(t *testing.T) {
+	c := e.c
+	resolv, err := svcExec(c, e.old, "client", "cat /etc/resolv.conf")
+	if err != nil {
+		t.Fatalf("cat /etc/resolv.conf: %v %q", err, resolv)
+	}
+	t.Logf("client's /etc/resolv.conf:\n%s", resolv)
+	for _, want := range []string{"nameserver " + svcClusterDNS, "search " + svcNS + ".svc.cluster.local svc.cluster.local cluster.local", "ndots:5"} {
+		if !strings.Contains(resolv, want) {
+			t.Errorf("resolv.conf lacks %q:\n%s", want, resolv)
+		}
+	}
+
+	fqdn := "web." + svcNS + ".svc.cluster.local"
+	var podIPs []string
+	for _, p := range e.web {
+		podIPs = append(podIPs, p.Status.PodIP)
+	}
+	sort.Strings(podIPs)
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{fqdn, []string{e.webIP}},
+		{"web-headless." + svcNS + ".svc.cluster.local", podIPs},
+		{"kube-dns.kube-system.svc.cluster.local", []string{svcClusterDNS}},
+	} {
+		out, _ := svcExec(c, e.old, "client", "nslookup "+tc.name+" 2>&1")
+		if got := svcNslookupAddrs(out); !slices.Equal(got, tc.want) {
+			t.Errorf("nslookup %s: addresses %v, want %v:\n%s", tc.name, got, tc.want, out)
+		} else {
+			t.Logf("nslookup %s: %v", tc.name, got)
+		}
+	}
+
+	srv := "_http._tcp." + fqdn
+	out, _ := svcExec(c, e.cur, "client", "nslookup -type=SRV "+srv+" 2>&1")
+	if !regexp.MustCompile(`service = \d+ \d+ 80 ` + regexp.QuoteMeta(fqdn) + `\.?\s`).MatchString(out + "\n") {
+		t.Errorf("nslookup -type=SRV %s: want port 80 and target %s:\n%s", srv, fqdn, out)
+	} else {
+		t.Logf("nslookup -type=SRV %s:\n%s", srv, out)
+	}
+
+	out, _ = svcExec(c, e.cur, "client", "nslookup "+e.webIP+" 2>&1")
+	if !regexp.MustCompile(`name = ` + regexp.QuoteMeta(fqdn) + `\.?\s`).MatchString(out + "\n") {
+		t.Errorf("nslookup %s (PTR): want name = %s:\n%s", e.webIP, fqdn, out)
+	} else {
+		t.Logf("nslookup %s (PTR):\n%s", e.webIP, out)
+	}
+
+	missing := "nosuch." + svcNS + ".svc.cluster.local"
+	out, err = svcExec(c, e.cur, "client", "nslookup "+missing+" 2>&1")
+	if err == nil || !strings.Contains(out, "NXDOMAIN") {
+		t.Errorf("nslookup %s: %v, want a failure saying NXDOMAIN:\n%s", missing, err, out)
+	} else {
+		t.Logf("nslookup %s: %v\n%s", missing, err, out)
+	}
+}
+
+// svcNslookupAddrs are the sorted addresses busybox nslookup printed for
+// the name asked (after a "Name:" line; the ones before are the server's).
+func svcNslookupAddrs(out string) []string {
+	var addrs []string
+	answers := false
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "Name:":
+			answers = true
+		case answers && len(f) >= 2 && f[0] == "Address:":
+			addrs = append(addrs, f[1])
+		}
+	}
+	sort.Strings(addrs)
+	return addrs
+}
+
+// testHairpin: a pod reaching its own Service lands on itself and gets
+// the answer back (the reply must not bypass the reverse NAT).
+func (e *svcEnv) testHairpin(t *testing.T) {
+	out, err := svcExec(e.c, e.cur, e.solo.Name, `for i in 1 2 3; do timeout 5 wget -q -O- http://solo/ 2>&1 || echo FAIL; done`)
+	want := strings.Repeat(e.solo.Name+"\n", 3)
+	if err != nil || out != want {
+		t.Fatalf("%s on %s → http://solo/ ×3: %v %q, want its own name each time\n%s", e.solo.Name, e.solo.Spec.NodeName, err, out, svcNft(e.nodeByName(e.solo.Spec.NodeName)))
+	}
+}
+
+// testNoEndpoints scales web to zero: new connections to its cluster IP
+// (from a pod) and to web-lb's NodePort and LB port (from the test host)
+// must fail at once, refused rather than left to time out.
+func (e *svcEnv) testNoEndpoints(t *testing.T) {
+	c := e.c
+	svcKubectl(t, c, e.old, "scale", "deployment", "web", "-n", svcNS, "--replicas=0")
+	lcWait(t, c, time.Minute, time.Second, "web's EndpointSlices empty", func() (bool, string) {
+		n := svcReadyEndpoints(t, c, "web")
+		return n == 0, fmt.Sprint(n, " ready endpoints")
+	})
+	lcWait(t, c, time.Minute, time.Second, "lb's EndpointSlices empty", func() (bool, string) {
+		n := svcReadyEndpoints(t, c, "web-lb")
+		return n == 0, fmt.Sprint(n, " ready endpoints")
+	})
+
+	// From the client pod; `time` measures inside the pod, free of
+	// kubectl exec's own cost.
+	timed := regexp.MustCompile(`real\s+(\d+)m\s*([0-9.]+)s`)
+	exit := regexp.MustCompile(`rc=(\d+)`)
+	fromPod := func() (string, time.Duration, error) {
+		out, err := svcExec(c, e.cur, "client", "time timeout 5 wget -q -O- http://"+e.webIP+"/ 2>&1; echo rc=$?")
+		if err != nil {
+			t.Fatalf("kubectl exec client: %v: %s", err, out)
+		}
+		rc, tm := exit.FindStringSubmatch(out), timed.FindStringSubmatch(out)
+		if rc == nil || tm == nil {
+			t.Fatalf("no exit status or time in %q", out)
+		}
+		mins, _ := strconv.Atoi(tm[1])
+		secs, _ := strconv.ParseFloat(tm[2], 64)
+		took := time.Duration(mins)*time.Minute + time.Duration(secs*float64(time.Second))
+		if rc[1] == "0" {
+			return out, took, nil
+		}
+		return out, took, errors.New(strings.TrimSpace(out))
+	}
+	svcRejectedAtOnce(t, c, "cluster IP "+e.webIP+":80 from client", fromPod, e.nodeByName(svcNodeA))
+
+	np := svcNodePort(t, c, "web-lb")
+	for _, n := range c.nodes() {
+		for _, port := range []int{np, 8081} {
+			addr := net.JoinHostPort(n.IP.String(), strconv.Itoa(port))
+			dial := func() (string, time.Duration, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				begin := time.Now()
+				conn, err := dialIn(ctx, c.host.ns, addr)
+				took := time.Since(begin)
+				if err == nil {
+					conn.Close()
+					return "connected", took, nil
+				}
+				kind, _ := svcNoAnswer(err)
+				return kind, took, err
+			}
+			svcRejectedAtOnce(t, c, addr+" ("+n.Name+") from the test host", dial, n)
+		}
+	}
+}
+
+// svcRejectedAtOnce waits until attempt fails (the proxy has seen the
+// endpoints go), then requires three more attempts to fail well before
+// the 5 s bound each has: a refusal, not a hang. The figures are printed.
+func svcRejectedAtOnce(t *testing.T, c *netCluster, what string, attempt func() (string, time.Duration, error), n *netNode) {
+	t.Helper()
+	lcWait(t, c, 30*time.Second, 200*time.Millisecond, what+" fails", func() (bool, string) {
+		out, _, err := attempt()
+		return err != nil, out
+	})
+	var figures []string
+	for range 3 {
+		out, took, err := attempt()
+		figures = append(figures, took.Round(10*time.Microsecond).String())
+		if err == nil {
+			t.Fatalf("%s: answered again (%q) with no endpoints\n%s", what, out, svcNft(n))
+		}
+		if took >= 2*time.Second {
+			t.Fatalf("%s: failed after %v (%v), want a rejection at once, not a timeout\n%s", what, took, err, svcNft(n))
+		}
+	}
+	t.Logf("%s with no endpoints: rejected after %s", what, strings.Join(figures, ", "))
+}
+
+// svcNoAnswer says how a request failed, and whether that counts as "the
+// node did not answer": refused (reset or ICMP unreachable) or timed out.
+// Any other error means something took the connection.
+func svcNoAnswer(err error) (string, bool) {
+	switch {
+	case err == nil:
+		return "answered", false
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused", true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable", true
+	case errors.Is(err, context.DeadlineExceeded), netIsTimeout(err):
+		return "timeout", true
+	}
+	return "error: " + err.Error(), false
+}
+
+func (e *svcEnv) nodeByName(name string) *netNode {
+	for _, n := range e.c.nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	panic("no node " + name)
+}
+
+// svcHostGet GETs url from the test host until it answers 200 (within)
+// and returns the trimmed body; n's rules are printed on failure.
+func svcHostGet(t *testing.T, e *svcEnv, n *netNode, url string, within time.Duration) string {
+	t.Helper()
+	var body string
+	lcWait(t, e.c, within, 300*time.Millisecond, "GET "+url+" from the test host", func() (bool, string) {
+		b, code, err := getIn(e.c.host.ns, url, 3*time.Second)
+		body = strings.TrimSpace(b)
+		return err == nil && code == 200, fmt.Sprintf("%d %q %v", code, b, err)
+	}, func() string { return n.Name + "'s rules:\n" + svcNft(n) })
+	return body
+}
+
+// svcKubectl runs kubectl bin in the server's namespace; t fails on error.
+func svcKubectl(t *testing.T, c *netCluster, bin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := c.kubectlBinIn(bin, "", args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s%s", filepath.Base(bin), strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+func svcApply(t *testing.T, c *netCluster, bin, manifest string) {
+	t.Helper()
+	if out, errOut, err := c.kubectlBinIn(bin, manifest, "apply", "-n", svcNS, "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v: %s%s", err, out, errOut)
+	}
+}
+
+// svcExec runs a shell script in a pod of svcNS; the output is stdout
+// then stderr, the error kubectl's (the script's exit status).
+func svcExec(c *netCluster, bin, pod, script string) (string, error) {
+	out, errOut, err := c.kubectlBinIn(bin, "", "exec", "-n", svcNS, pod, "--", "sh", "-c", script)
+	return out + errOut, err
+}
+
+// svcWaitReady waits until n pods match sel (all pods for "") in svcNS
+// and all are Ready.
+func svcWaitReady(t *testing.T, c *netCluster, sel string, n int) []corev1.Pod {
+	t.Helper()
+	args := []string{"-n", svcNS}
+	if sel != "" {
+		args = append(args, "-l", sel)
+	}
+	var pods []corev1.Pod
+	lcWait(t, c, 3*time.Minute, time.Second, fmt.Sprintf("%d pods %q ready", n, sel), func() (bool, string) {
+		pods = lcPods(t, c, args...)
+		ready := 0
+		for i := range pods {
+			if podCondition(&pods[i], corev1.PodReady) == corev1.ConditionTrue && pods[i].DeletionTimestamp == nil {
+				ready++
+			}
+		}
+		return ready == n && len(pods) == n, fmt.Sprintf("%d/%d ready", ready, len(pods))
+	}, func() string { return c.kubectlNoFail(append([]string{"get", "pods", "-o", "wide"}, args...)...) })
+	return pods
+}
+
+func svcGet(t *testing.T, c *netCluster, name string) corev1.Service {
+	t.Helper()
+	var svc corev1.Service
+	if err := json.Unmarshal([]byte(lcKubectl(t, c, "get", "service", "-n", svcNS, name, "-o", "json")), &svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func svcNodePort(t *testing.T, c *netCluster, name string) int {
+	t.Helper()
+	svc := svcGet(t, c, name)
+	if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].NodePort == 0 {
+		t.Fatalf("service %s has no node port: %s", name, lcJSON(svc.Spec))
+	}
+	return int(svc.Spec.Ports[0].NodePort)
+}
+
+// svcWaitIngress waits until the service's status.loadBalancer.ingress
+// holds exactly the addresses want (sorted), and returns them.
+func svcWaitIngress(t *testing.T, c *netCluster, name string, want []string) []string {
+	t.Helper()
+	lcWait(t, c, time.Minute, 500*time.Millisecond, name+"'s load balancer ingress", func() (bool, string) {
+		svc := svcGet(t, c, name)
+		var got []string
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			got = append(got, in.IP)
+		}
+		sort.Strings(got)
+		return slices.Equal(got, want), fmt.Sprintf("ingress %v, want %v", got, want)
+	}, func() string { return c.kubectlNoFail("describe", "service", "-n", svcNS, name) })
+	t.Logf("%s: status.loadBalancer.ingress %v", name, want)
+	return want
+}
+
+// svcReadyEndpoints counts the ready endpoints in the service's slices.
+func svcReadyEndpoints(t *testing.T, c *netCluster, svc string) int {
+	t.Helper()
+	var list discoveryv1.EndpointSliceList
+	out := lcKubectl(t, c, "get", "endpointslices", "-n", svcNS, "-l", discoveryv1.LabelServiceName+"="+svc, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// svcNft is the node's `nft list table ip skiff` (or the error), for
+// failure messages.
+func svcNft(n *netNode) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := n.Exec(ctx, "nft", "list", "table", "ip", "skiff")
+	if err != nil {
+		return fmt.Sprintf("nft list table ip skiff on %s: %v: %s", n.Name, err, out)
+	}
+	return out
+}
+
+// svcNftRun runs nft in the node's namespace (never the machine's), fails
+// t on error, and returns when it ran.
+func svcNftRun(t *testing.T, n *netNode, args ...string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := n.Exec(ctx, "nft", args...); err != nil {
+		t.Fatalf("nft %s on %s: %v: %s", strings.Join(args, " "), n.Name, err, out)
+	}
+	return time.Now()
+}
+
+// svcNftJSON is the part of `nft -j` output the test reads.
+type svcNftJSON struct {
+	Nftables []struct {
+		Chain *struct {
+			Table, Name string
+		} `json:"chain"`
+		Rule *struct {
+			Table, Chain string
+		} `json:"rule"`
+		Map *struct {
+			Table, Name string
+			Elem        [][]json.RawMessage `json:"elem"`
+		} `json:"map"`
+	} `json:"nftables"`
+}
+
+func svcNftList(t *testing.T, n *netNode, args ...string) svcNftJSON {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := n.Exec(ctx, "nft", append([]string{"-j", "list"}, args...)...)
+	if err != nil {
+		t.Fatalf("nft -j list %s on %s: %v: %s\n%s", strings.Join(args, " "), n.Name, err, out, svcNft(n))
+	}
+	var v svcNftJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("nft -j list %s on %s: %v: %s", strings.Join(args, " "), n.Name, err, out)
+	}
+	return v
+}
+
+// svcFindChain is the name of the one service chain of table skiff whose
+// name holds part (<ns>/<name>/<proto>/).
+func svcFindChain(t *testing.T, n *netNode, part string) string {
+	t.Helper()
+	var found []string
+	for _, o := range svcNftList(t, n, "chains", "ip").Nftables {
+		if o.Chain != nil && o.Chain.Table == "skiff" && strings.HasPrefix(o.Chain.Name, "service-") && strings.Contains(o.Chain.Name, part) {
+			found = append(found, o.Chain.Name)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("service chains holding %q on %s: %v, want one\n%s", part, n.Name, found, svcNft(n))
+	}
+	return found[0]
+}
+
+func svcChainRules(t *testing.T, n *netNode, chain string) int {
+	t.Helper()
+	k := 0
+	for _, o := range svcNftList(t, n, "chain", "ip", "skiff", chain).Nftables {
+		if o.Rule != nil && o.Rule.Chain == chain {
+			k++
+		}
+	}
+	return k
+}
+
+// svcMapKeys are the keys of a map of table skiff as nft writes them
+// ("10.43.0.5 . tcp . 80").
+func svcMapKeys(t *testing.T, n *netNode, name string) []string {
+	t.Helper()
+	var keys []string
+	for _, o := range svcNftList(t, n, "map", "ip", "skiff", name).Nftables {
+		if o.Map == nil {
+			continue
+		}
+		for _, el := range o.Map.Elem {
+			if len(el) == 0 {
+				continue
+			}
+			var concat struct {
+				Concat []any `json:"concat"`
+			}
+			var parts []string
+			if json.Unmarshal(el[0], &concat) == nil && concat.Concat != nil {
+				for _, p := range concat.Concat {
+					parts = append(parts, fmt.Sprint(p))
+				}
+			} else {
+				parts = append(parts, strings.Trim(string(el[0]), `"`))
+			}
+			keys = append(keys, strings.Join(parts, " . "))
+		}
+	}
+	return keys
+}
+
+// svcFindElement is the one key of map name that starts with addr.
+func svcFindElement(t *testing.T, n *netNode, name, addr string) string {
+	t.Helper()
+	var found []string
+	for _, k := range svcMapKeys(t, n, name) {
+		if strings.HasPrefix(k, addr+" ") || k == addr {
+			found = append(found, k)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s elements for %s on %s: %v, want one\n%s", name, addr, n.Name, found, svcNft(n))
+	}
+	return found[0]
+}
+
+func svcHasElement(t *testing.T, n *netNode, name, addr string) bool {
+	t.Helper()
+	return slices.ContainsFunc(svcMapKeys(t, n, name), func(k string) bool { return strings.HasPrefix(k, addr+" ") || k == addr })
+}

@@ -1,0 +1,84 @@
+package netproxy
+
+import (
+	"net"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"skiff/netproxy/nft"
+)
+
+// family is what differs between the ip and the ip6 table: the address
+// type of keys and slices, the loopback range kept away from NodePorts,
+// and the pod range when ClusterCIDR is of this family.
+type family struct {
+	nft         nft.Family
+	addrKey     nft.KeyType
+	addressType discoveryv1.AddressType
+	loopback    *net.IPNet
+	hostBits    int
+	// podCIDR is nil when the pod range is of the other family: the rules
+	// that tell pods from the rest are then left out.
+	podCIDR *net.IPNet
+
+	// chains and maps are the table's fixed objects (ruleset.go);
+	// serviceIPs... point into maps.
+	chains                []chainDef
+	maps                  []nft.Set
+	serviceIPs, nodePorts *nft.Set
+	noEPServices, noEPNPs *nft.Set
+}
+
+func newFamily(f nft.Family, clusterCIDR *net.IPNet) *family {
+	fam := &family{nft: f}
+	if f == nft.IPv6 {
+		fam.addrKey, fam.addressType, fam.hostBits = nft.KeyIPv6Addr, discoveryv1.AddressTypeIPv6, 128
+		fam.loopback = &net.IPNet{IP: net.IPv6loopback, Mask: net.CIDRMask(128, 128)}
+	} else {
+		fam.addrKey, fam.addressType, fam.hostBits = nft.KeyIPv4Addr, discoveryv1.AddressTypeIPv4, 32
+		fam.loopback = &net.IPNet{IP: net.IPv4(127, 0, 0, 0).To4(), Mask: net.CIDRMask(8, 32)}
+	}
+	if clusterCIDR != nil && (clusterCIDR.IP.To4() != nil) == (f == nft.IPv4) {
+		fam.podCIDR = clusterCIDR
+	}
+	fam.chains = fam.tableChains()
+	fam.maps = fam.tableMaps()
+	fam.serviceIPs, fam.nodePorts = &fam.maps[0], &fam.maps[1]
+	fam.noEPServices, fam.noEPNPs = &fam.maps[2], &fam.maps[3]
+	return fam
+}
+
+// parse reads an address of this family (nil for the other family or
+// garbage), in the family's byte length so that equal addresses compare
+// and render alike.
+func (f *family) parse(s string) net.IP {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil
+	}
+	v4 := ip.To4()
+	if f.nft == nft.IPv4 {
+		return v4
+	}
+	if v4 != nil {
+		return nil
+	}
+	return ip.To16()
+}
+
+// host is the single-address network of ip, for address matches.
+func (f *family) host(ip net.IP) *net.IPNet {
+	return &net.IPNet{IP: ip, Mask: net.CIDRMask(f.hostBits, f.hostBits)}
+}
+
+// families are the tables the node needs: ip always, ip6 when the node has
+// an IPv6 address.
+func families(nodeIPs []net.IP, clusterCIDR *net.IPNet) []*family {
+	out := []*family{newFamily(nft.IPv4, clusterCIDR)}
+	for _, ip := range nodeIPs {
+		if ip.To4() == nil && ip.To16() != nil {
+			return append(out, newFamily(nft.IPv6, clusterCIDR))
+		}
+	}
+	return out
+}

@@ -1,0 +1,297 @@
+package netproxy
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The kernel tests run the Proxier on the real kernel in a lab (see
+// lab_test.go) and send real traffic through its rules.
+
+const (
+	podA = "10.42.1.10" // on this node (node-a)
+	podB = "10.42.1.11" // said to be on node-b: not local
+	// Each pod answers its name on namePort, and its name plus the
+	// client address it sees on peerPort.
+	namePort = 8080
+	peerPort = 9090
+)
+
+// startLab is a lab with pods A and B serving on namePort and peerPort,
+// routing between them like a node.
+func startLab(t *testing.T) *lab {
+	t.Helper()
+	l := newLab(t)
+	for ip, name := range map[string]string{podA: "pod-a", podB: "pod-b"} {
+		ns := l.addPod(t, ip)
+		serveName(t, ns, namePort, name)
+		servePeer(t, ns, peerPort, name)
+	}
+	l.routeForward(t)
+	return l
+}
+
+// startProxier runs a Proxier in the lab's node namespace over objs and
+// waits for its first full sync.
+func startProxier(t *testing.T, l *lab, syncPeriod time.Duration, objs ...runtime.Object) *proxierEnv {
+	t.Helper()
+	e := newEnv(t, Config{NetNS: l.nsPath(), SyncPeriod: syncPeriod}, objs...)
+	e.run(t)
+	if r := e.waitSync(t, "at start", func(SyncResult) bool { return true }); !r.Full || r.Err != nil {
+		t.Fatalf("first sync %+v, want a successful full sync", r)
+	}
+	return e
+}
+
+// labService is a Service at clusterIP:80 whose one port "p" leads to
+// target on the endpoints (pod IP → node name).
+func labService(name, clusterIP string, target int32, eps ...discoveryv1.Endpoint) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	p := svcPort("p", "", 80, target)
+	return service("default", name, clusterIP, p), endpointSlice("default", name, name+"-1", slicePorts(p), eps...)
+}
+
+func TestKernel_ClusterIP_BalancesOverBothEndpointsThenFollowsRemoval(t *testing.T) {
+	l := startLab(t)
+	svc, sl := labService("web", "10.43.0.10", namePort, ep(podA, "node-a", ready), ep(podB, "node-b", ready))
+	e := startProxier(t, l, time.Hour, svc, sl)
+
+	got := l.names(t, "10.43.0.10:80", 40)
+	t.Logf("40 connections from the node to the cluster IP: %v", got)
+	if got["pod-a"] == 0 || got["pod-b"] == 0 || got["pod-a"]+got["pod-b"] != 40 {
+		t.Fatalf("answers %v, want both pods and nothing else", got)
+	}
+
+	one := sl.DeepCopy()
+	one.Endpoints = one.Endpoints[:1]
+	e.updateSlice(t, one)
+	r := e.waitSync(t, "after the endpoint removal", isPartial)
+	if got := l.names(t, "10.43.0.10:80", 20); got["pod-a"] != 20 {
+		t.Errorf("after one incremental sync (%d ops) answers %v, want pod-a only", r.Ops, got)
+	}
+}
+
+func TestKernel_ServiceWithoutEndpoints_RefusedAtOnce(t *testing.T) {
+	l := startLab(t)
+	svc, sl := labService("empty", "10.43.0.11", namePort, ep(podA, "node-a", notReady))
+	startProxier(t, l, time.Hour, svc, sl)
+
+	// From the node (output hook) and from a pod (forward hook).
+	for _, from := range []string{l.node, l.pods[podB]} {
+		start := time.Now()
+		_, err := dialFrom(from, "10.43.0.11:80")
+		elapsed := time.Since(start)
+		t.Logf("dial from %s: %v after %v", from, err, elapsed)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial from %s: %v, want ECONNREFUSED", from, err)
+		}
+	}
+}
+
+func TestKernel_NodePort_LocalPolicyKeepsClientSourceClusterMasquerades(t *testing.T) {
+	l := startLab(t)
+	client := l.addClient(t, "192.168.77.2")
+	local, localSl := labService("local", "10.43.0.20", peerPort, ep(podA, "node-a", ready), ep(podB, "node-b", ready))
+	local.Spec.Type, local.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30090
+	local.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	cluster, clusterSl := labService("cluster", "10.43.0.21", peerPort, ep(podB, "node-b", ready))
+	cluster.Spec.Type, cluster.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30091
+	cluster.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	startProxier(t, l, time.Hour, local, localSl, cluster, clusterSl)
+
+	tests := []struct {
+		name, addr, want string
+	}{
+		// Only the local endpoint, which sees the client itself.
+		{"ExternalLocal_LocalEndpointSeesClient", "192.168.77.1:30090", "pod-a 192.168.77.2"},
+		// Masqueraded to the node's address on the pods' bridge.
+		{"ExternalCluster_EndpointSeesNode", "192.168.77.1:30091", "pod-b 10.42.1.1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 10 {
+				got, err := dialFrom(client, tc.addr)
+				if err != nil {
+					t.Fatalf("dial %s from the client: %v", tc.addr, err)
+				}
+				if got != tc.want {
+					t.Fatalf("answer %q, want %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestKernel_Hairpin_PodReachesItselfThroughItsService(t *testing.T) {
+	l := startLab(t)
+	self, selfSl := labService("self", "10.43.0.12", peerPort, ep(podA, "node-a", ready))
+	startProxier(t, l, time.Hour, self, selfSl)
+
+	tests := []struct {
+		name, from, want string
+	}{
+		// Its own source would make the pod answer itself directly, not
+		// through the Service: it is masqueraded to the node's address.
+		{"EndpointItself_Masqueraded", l.pods[podA], "pod-a 10.42.1.1"},
+		// Another pod keeps its source: pod traffic is not masqueraded.
+		{"OtherPod_SourceKept", l.pods[podB], "pod-a " + podB},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dialFrom(tc.from, "10.43.0.12:80")
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("answer %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestKernel_FullResync_RestoresHandDeletedObjectsAndRemovesStrays(t *testing.T) {
+	l := startLab(t)
+	svc, sl := labService("web", "10.43.0.10", namePort, ep(podA, "node-a", ready), ep(podB, "node-b", ready))
+	e := startProxier(t, l, 300*time.Millisecond, svc, sl)
+	sp := buildServicePorts(svc, []*discoveryv1.EndpointSlice{sl}, v4(), testOpts())[0]
+	names := sp.names()
+	endpointB := sp.endpointNames(endpoint{ip: v4().parse(podB), port: namePort}).chain
+	const (
+		strayChain = "service-ZZZZZZZZ-default/gone/tcp/p"
+		straySet   = "affinity-ZZZZZZZZ-default/gone/tcp/p__10.42.9.9/80"
+		strayMap   = "endpoints-ZZZZZZZZ-default/gone/tcp/p"
+	)
+	want := l.nft(t, "list", "table", "ip", "skiff")
+
+	// What an admin (or another program) might do. Each command is a
+	// commit of its own: the generation moves, the next tick repairs.
+	l.nft(t, "delete", "element", "ip", "skiff", "service-ips", "{ 10.43.0.10 . tcp . 80 }")
+	l.nft(t, "flush", "chain", "ip", "skiff", names.service)
+	// pod-b is element 1 (endpoints in address order); its chain can only
+	// go once no element leads to it.
+	l.nft(t, "delete", "element", "ip", "skiff", names.serviceEndpoints, "{ 1 }")
+	l.nft(t, "delete", "chain", "ip", "skiff", endpointB)
+	l.nft(t, "add", "chain", "ip", "skiff", strayChain)
+	l.nft(t, "add", "rule", "ip", "skiff", strayChain, "jump", "mark-for-masquerade")
+	l.nft(t, "add", "set", "ip", "skiff", straySet, "{ type ipv4_addr ; }")
+	// A stray endpoint map leading to the stray chain: removing both in
+	// one batch needs the map flushed before the chain goes.
+	l.nft(t, "add", "map", "ip", "skiff", strayMap, "{ type mark : verdict ; }")
+	l.nft(t, "add", "element", "ip", "skiff", strayMap, "{ 0 : goto "+strayChain+" }")
+	broken := l.nft(t, "list", "table", "ip", "skiff")
+	for _, s := range []string{"10.43.0.10 . tcp . 80", endpointB, "numgen"} {
+		if strings.Contains(broken, s) {
+			t.Fatalf("%q still in the table after the hand deletion:\n%s", s, broken)
+		}
+	}
+
+	// A full resync may have begun before the last edit: wait for the
+	// one that repairs everything, a few at most.
+	got := broken
+	for i := 0; i < 5 && got != want; i++ {
+		e.waitSync(t, "periodic", isFull)
+		got = l.nft(t, "list", "table", "ip", "skiff")
+	}
+	if got != want {
+		t.Errorf("table after the resyncs:\n%s", lineDiff(want, got))
+	}
+	if got := l.names(t, "10.43.0.10:80", 20); got["pod-a"] == 0 || got["pod-b"] == 0 {
+		t.Errorf("after the resync answers %v, want both pods", got)
+	}
+}
+
+func TestKernel_PeriodicResync_SkipsUntouchedRulesetRestoresHandDeletedEndpointMapElement(t *testing.T) {
+	l := startLab(t)
+	svc, sl := labService("web", "10.43.0.10", namePort, ep(podA, "node-a", ready), ep(podB, "node-b", ready))
+	e := startProxier(t, l, 200*time.Millisecond, svc, sl)
+	sp := buildServicePorts(svc, []*discoveryv1.EndpointSlice{sl}, v4(), testOpts())[0]
+	endpointMap := sp.names().serviceEndpoints
+	endpointB := sp.endpointNames(endpoint{ip: v4().parse(podB), port: namePort}).chain
+
+	// The proxier's own commit moved the generation by one: the kernel's
+	// generation then proves the ruleset untouched.
+	r := e.waitSync(t, "periodic", func(SyncResult) bool { return true })
+	if !isSkipped(r) {
+		t.Fatalf("first tick over an untouched ruleset: %+v, want skipped", r)
+	}
+	want := l.nft(t, "list", "table", "ip", "skiff")
+	if !strings.Contains(want, "goto "+endpointB) {
+		t.Fatalf("endpoint map does not lead to %s:\n%s", endpointB, want)
+	}
+
+	l.nft(t, "delete", "element", "ip", "skiff", endpointMap, "{ 1 }")
+	if broken := l.nft(t, "list", "table", "ip", "skiff"); strings.Contains(broken, "goto "+endpointB) {
+		t.Fatalf("element 1 still in %s after the hand deletion:\n%s", endpointMap, broken)
+	}
+	r = e.waitSync(t, "after the hand edit", func(r SyncResult) bool { return !r.Skipped })
+	if !isFull(r) {
+		t.Fatalf("tick after the hand edit: %+v, want a full resync", r)
+	}
+	if got := l.nft(t, "list", "table", "ip", "skiff"); got != want {
+		t.Errorf("table after the resync:\n%s", lineDiff(want, got))
+	}
+	if got := l.names(t, "10.43.0.10:80", 20); got["pod-a"] == 0 || got["pod-b"] == 0 {
+		t.Errorf("after the resync answers %v, want both pods", got)
+	}
+	t.Logf("skipped resyncs: %v", metricValue(t, e.reg, "skiff_proxy_resync_skipped_total", ""))
+}
+
+func TestKernel_UDPEndpointRemoved_SameSocketMovesToOtherEndpoint(t *testing.T) {
+	l := startLab(t)
+	p := svcPort("dns", corev1.ProtocolUDP, 53, namePort)
+	svc := service("default", "dns", "10.43.0.13", p)
+	sl := endpointSlice("default", "dns", "dns-1", slicePorts(p), ep(podA, "node-a", ready), ep(podB, "node-b", ready))
+	e := startProxier(t, l, time.Hour, svc, sl)
+
+	var c net.Conn
+	if err := inNetNS(l.node, func() (err error) {
+		c, err = net.Dial("udp4", "10.43.0.13:53")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ask := func() string {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("?")); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		return string(buf[:n])
+	}
+	first := ask()
+	if again := ask(); again != first {
+		t.Fatalf("one socket answered by %s then %s: the conntrack entry should hold", first, again)
+	}
+
+	// Remove whichever endpoint the socket's conntrack entry leads to: it
+	// keeps listening, so only the entry's deletion moves the socket.
+	kept := discoveryv1.Endpoint{}
+	for _, x := range sl.Endpoints {
+		if (x.Addresses[0] == podA) != (first == "pod-a") {
+			kept = x
+		}
+	}
+	one := sl.DeepCopy()
+	one.Endpoints = []discoveryv1.Endpoint{kept}
+	e.updateSlice(t, one)
+	e.waitSync(t, "after the endpoint removal", isPartial)
+	if got := ask(); got == first {
+		t.Errorf("after the removal of %s the same socket still reaches it: stale conntrack entry kept", first)
+	}
+	if got := metricValue(t, e.reg, "skiff_proxy_conntrack_deletions_total", ""); got < 1 {
+		t.Errorf("skiff_proxy_conntrack_deletions_total = %v, want at least 1", got)
+	}
+}
