@@ -63,8 +63,11 @@ func bootstrap(ctx context.Context, rt http.RoundTripper, a bootstrapAddrs, log 
 	case !a.serviceNet.Contains(a.clusterDNS):
 		log.Warn("the cluster DNS address is outside the Service range: no kube-dns Service", "cluster-dns", a.clusterDNS, "service-cidr", a.serviceNet)
 	default:
+		// Not fatal: on a cluster where another Service already holds the
+		// address (made before kube-dns existed), the server must still
+		// start; DNS itself is served by the nodes either way.
 		if err := kubeDNSService(ctx, cs, a.clusterDNS); err != nil {
-			return err
+			log.Warn("no kube-dns Service", "err", err)
 		}
 	}
 	if err := bootstrapClusterRoles(ctx, cs); err != nil {
@@ -133,7 +136,13 @@ func kubeDNSService(ctx context.Context, cs kubernetes.Interface, ip net.IP) err
 			SessionAffinity: corev1.ServiceAffinityNone,
 		},
 	}
-	_, err := cs.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
+	// Look first: on a restart the address is already allocated to the
+	// existing Service, and a create would fail on the allocation (422)
+	// before it failed on the name.
+	_, err := cs.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, svc.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cs.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("service kube-system/kube-dns: %w", err)
 	}

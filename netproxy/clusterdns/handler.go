@@ -13,10 +13,13 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	resp, zone := s.answer(req)
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
 	fit(resp, req, tcp)
+	// Counted before the write, so that a client holding the answer can
+	// rely on the metrics already including it; the duration is the
+	// server's own time, not the socket's.
+	s.metrics.observe(zone, resp.Rcode, time.Since(start))
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("cluster dns: write answer", "client", w.RemoteAddr(), "err", err)
 	}
-	s.metrics.observe(zone, resp.Rcode, time.Since(start))
 }
 
 // answer builds the response to req and says which zone answered it.
