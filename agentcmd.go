@@ -37,6 +37,7 @@ func newAgentCommand() *cobra.Command {
 	f.StringVar(&cfg.Token, "token", "", "join token (env SKIFF_TOKEN)")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/skiff", "directory for the agent's state")
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.42.0.0/16", "pod IP range of the cluster (traffic leaving it is masqueraded)")
+	f.StringVar(&cfg.ServiceCIDR, "service-cidr", "10.43.0.0/16", "Service IP range of the cluster (addresses no Service has are refused)")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	addNodeFlags(f, &cfg)
 	return withConfig(cmd)

@@ -84,6 +84,7 @@ func newServerCommand() *cobra.Command {
 				return server.Run(cmd.Context(), cfg)
 			}
 			acfg.DataDir, acfg.ClusterCIDR, acfg.ClusterDomain = cfg.DataDir, cfg.ClusterCIDR, cfg.ClusterDomain
+			acfg.ServiceCIDR = cfg.ServiceCIDR
 			acfg.ControlPlane = true
 			acfg.KubeletVersion = cfg.Version.GitVersion
 			acfg.Logger = cfg.Logger.With("part", "agent")

@@ -42,6 +42,9 @@ type Config struct {
 	NetworkBackend string
 	// ClusterCIDR is the pod range (traffic leaving it is masqueraded).
 	ClusterCIDR string
+	// ServiceCIDR is the Service range: addresses in it that no Service
+	// claims are refused by the proxy.
+	ServiceCIDR string
 	// ClusterDNS and ClusterDomain go into every pod's resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -99,6 +102,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--cluster-cidr %q: %w", c.ClusterCIDR, err)
 		}
 	}
+	if c.ServiceCIDR != "" {
+		if _, _, err := net.ParseCIDR(c.ServiceCIDR); err != nil {
+			return fmt.Errorf("--service-cidr %q: %w", c.ServiceCIDR, err)
+		}
+	}
 	return nil
 }
 
@@ -122,6 +130,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	def(&c.NetworkBackend, "vxlan")
 	def(&c.ClusterCIDR, "10.42.0.0/16")
+	def(&c.ServiceCIDR, "10.43.0.0/16")
 	def(&c.ClusterDNS, "10.43.0.10")
 	def(&c.ClusterDomain, "cluster.local")
 	def(&c.PodLogDir, "/var/log/pods")

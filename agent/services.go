@@ -47,9 +47,11 @@ func (n *node) startServices(ips []net.IP) error {
 	}
 	if !n.cfg.DisableProxy {
 		_, cluster, _ := net.ParseCIDR(n.cfg.ClusterCIDR)
+		_, serviceNet, _ := net.ParseCIDR(n.cfg.ServiceCIDR)
 		p, err := netproxy.New(netproxy.Config{
 			NodeName: n.cfg.NodeName, NodeIPs: ips, ClusterCIDR: cluster, LocalServiceIPs: []net.IP{dnsIP},
-			Informers: s.informers, SyncPeriod: n.cfg.ProxySyncPeriod, Registerer: s.registry,
+			ServiceCIDRs: []*net.IPNet{serviceNet},
+			Informers:    s.informers, SyncPeriod: n.cfg.ProxySyncPeriod, Registerer: s.registry,
 			Logger: n.log.With("component", "proxy"),
 		})
 		if err != nil {

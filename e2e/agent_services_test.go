@@ -490,24 +490,15 @@ func (e *svcEnv) testNoEndpoints(t *testing.T) {
 	// kubectl exec's own cost.
 	timed := regexp.MustCompile(`real\s+(\d+)m\s*([0-9.]+)s`)
 	exit := regexp.MustCompile(`rc=(\d+)`)
-	fromPod := func() (string, time.Duration, error) {
-		out, err := svcExec(c, e.cur, "client", "time timeout 5 wget -q -O- http://"+e.webIP+"/ 2>&1; echo rc=$?")
-		if err != nil {
-			t.Fatalf("kubectl exec client: %v: %s", err, out)
-		}
-		rc, tm := exit.FindStringSubmatch(out), timed.FindStringSubmatch(out)
-		if rc == nil || tm == nil {
-			t.Fatalf("no exit status or time in %q", out)
-		}
-		mins, _ := strconv.Atoi(tm[1])
-		secs, _ := strconv.ParseFloat(tm[2], 64)
-		took := time.Duration(mins)*time.Minute + time.Duration(secs*float64(time.Second))
-		if rc[1] == "0" {
-			return out, took, nil
-		}
-		return out, took, errors.New(strings.TrimSpace(out))
+	fromPodTo := func(hostPort string) func() (string, time.Duration, error) {
+		return func() (string, time.Duration, error) { return svcTimedWget(t, c, e.cur, hostPort, timed, exit) }
 	}
-	svcRejectedAtOnce(t, c, "cluster IP "+e.webIP+":80 from client", fromPod, e.nodeByName(svcNodeA))
+	svcRejectedAtOnce(t, c, "cluster IP "+e.webIP+":80 from client", fromPodTo(e.webIP), e.nodeByName(svcNodeA))
+	// A port the Service does not have, and an address of the Service
+	// range that no Service has: refused too, not sent off to the default
+	// route.
+	svcRejectedAtOnce(t, c, "cluster IP "+e.webIP+":81 (no such port) from client", fromPodTo(e.webIP+":81"), e.nodeByName(svcNodeA))
+	svcRejectedAtOnce(t, c, "10.43.255.254:80 (no such Service) from client", fromPodTo("10.43.255.254"), e.nodeByName(svcNodeA))
 
 	np := svcNodePort(t, c, "web-lb")
 	for _, n := range c.nodes() {
@@ -529,6 +520,26 @@ func (e *svcEnv) testNoEndpoints(t *testing.T) {
 			svcRejectedAtOnce(t, c, addr+" ("+n.Name+") from the test host", dial, n)
 		}
 	}
+}
+
+// svcTimedWget fetches http://hostPort/ from the client pod, timed by the
+// pod's own `time` (free of kubectl exec's cost), bounded at 5 s.
+func svcTimedWget(t *testing.T, c *netCluster, bin, hostPort string, timed, exit *regexp.Regexp) (string, time.Duration, error) {
+	out, err := svcExec(c, bin, "client", "time timeout 5 wget -q -O- http://"+hostPort+"/ 2>&1; echo rc=$?")
+	if err != nil {
+		t.Fatalf("kubectl exec client: %v: %s", err, out)
+	}
+	rc, tm := exit.FindStringSubmatch(out), timed.FindStringSubmatch(out)
+	if rc == nil || tm == nil {
+		t.Fatalf("no exit status or time in %q", out)
+	}
+	mins, _ := strconv.Atoi(tm[1])
+	secs, _ := strconv.ParseFloat(tm[2], 64)
+	took := time.Duration(mins)*time.Minute + time.Duration(secs*float64(time.Second))
+	if rc[1] == "0" {
+		return out, took, nil
+	}
+	return out, took, errors.New(strings.TrimSpace(out))
 }
 
 // svcRejectedAtOnce waits until attempt fails (the proxy has seen the

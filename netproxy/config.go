@@ -25,6 +25,11 @@ type Config struct {
 	// ClusterCIDR is the pod range: traffic to a Service from outside it is
 	// masqueraded (unless a Local policy keeps the source).
 	ClusterCIDR *net.IPNet
+	// ServiceCIDRs are the cluster's Service ranges: a connection to an
+	// address in them that no Service port claims (a deleted Service, a
+	// wrong port) is refused at once instead of wandering off through the
+	// default route, as kube-proxy does.
+	ServiceCIDRs []*net.IPNet
 	// LocalServiceIPs are cluster IPs served on this node itself (the
 	// cluster DNS address): the proxy leaves them alone.
 	LocalServiceIPs []net.IP

@@ -20,6 +20,11 @@ type family struct {
 	// podCIDR is nil when the pod range is of the other family: the rules
 	// that tell pods from the rest are then left out.
 	podCIDR *net.IPNet
+	// serviceCIDRs are the Service ranges of this family: an address in
+	// them that no Service port claims is refused. localServiceIPs (the
+	// cluster DNS address, served on the node) are exempt.
+	serviceCIDRs    []*net.IPNet
+	localServiceIPs []net.IP
 
 	// chains and maps are the table's fixed objects (ruleset.go);
 	// serviceIPs... point into maps.
@@ -29,7 +34,16 @@ type family struct {
 	noEPServices, noEPNPs *nft.Set
 }
 
-func newFamily(f nft.Family, clusterCIDR *net.IPNet) *family {
+// familyConfig is what the node's configuration says about the address
+// ranges; each family keeps the part of its own kind.
+type familyConfig struct {
+	clusterCIDR     *net.IPNet
+	serviceCIDRs    []*net.IPNet
+	localServiceIPs []net.IP
+}
+
+func newFamily(f nft.Family, cfg familyConfig) *family {
+	clusterCIDR := cfg.clusterCIDR
 	fam := &family{nft: f}
 	if f == nft.IPv6 {
 		fam.addrKey, fam.addressType, fam.hostBits = nft.KeyIPv6Addr, discoveryv1.AddressTypeIPv6, 128
@@ -40,6 +54,16 @@ func newFamily(f nft.Family, clusterCIDR *net.IPNet) *family {
 	}
 	if clusterCIDR != nil && (clusterCIDR.IP.To4() != nil) == (f == nft.IPv4) {
 		fam.podCIDR = clusterCIDR
+	}
+	for _, c := range cfg.serviceCIDRs {
+		if c != nil && (c.IP.To4() != nil) == (f == nft.IPv4) {
+			fam.serviceCIDRs = append(fam.serviceCIDRs, c)
+		}
+	}
+	for _, ip := range cfg.localServiceIPs {
+		if ip := fam.parse(ip.String()); ip != nil {
+			fam.localServiceIPs = append(fam.localServiceIPs, ip)
+		}
 	}
 	fam.chains = fam.tableChains()
 	fam.maps = fam.tableMaps()
@@ -73,11 +97,11 @@ func (f *family) host(ip net.IP) *net.IPNet {
 
 // families are the tables the node needs: ip always, ip6 when the node has
 // an IPv6 address.
-func families(nodeIPs []net.IP, clusterCIDR *net.IPNet) []*family {
-	out := []*family{newFamily(nft.IPv4, clusterCIDR)}
+func families(nodeIPs []net.IP, cfg familyConfig) []*family {
+	out := []*family{newFamily(nft.IPv4, cfg)}
 	for _, ip := range nodeIPs {
 		if ip.To4() == nil && ip.To16() != nil {
-			return append(out, newFamily(nft.IPv6, clusterCIDR))
+			return append(out, newFamily(nft.IPv6, cfg))
 		}
 	}
 	return out

@@ -36,7 +36,17 @@ func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func testOpts() modelOptions { return modelOptions{nodeName: testNode} }
 
-func v4() *family { return newFamily(nft.IPv4, testPodCIDR) }
+func v4() *family {
+	return newFamily(nft.IPv4, familyConfig{clusterCIDR: testPodCIDR, serviceCIDRs: []*net.IPNet{testServiceCIDR},
+		localServiceIPs: testLocalServiceIPs})
+}
+
+// testLocalServiceIPs stand for the cluster DNS address: no test Service
+// uses it.
+var testLocalServiceIPs = []net.IP{net.ParseIP("10.43.255.53")}
+
+// testServiceCIDR is the Service range of the golden tests and the lab.
+var testServiceCIDR = &net.IPNet{IP: net.IPv4(10, 43, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}
 
 // svcPort is a ServicePort; proto "" is TCP.
 func svcPort(name string, proto corev1.Protocol, port, target int32) corev1.ServicePort {

@@ -43,7 +43,7 @@ func startLab(t *testing.T) *lab {
 // waits for its first full sync.
 func startProxier(t *testing.T, l *lab, syncPeriod time.Duration, objs ...runtime.Object) *proxierEnv {
 	t.Helper()
-	e := newEnv(t, Config{NetNS: l.nsPath(), SyncPeriod: syncPeriod}, objs...)
+	e := newEnv(t, Config{NetNS: l.nsPath(), SyncPeriod: syncPeriod, ServiceCIDRs: []*net.IPNet{testServiceCIDR}}, objs...)
 	e.run(t)
 	if r := e.waitSync(t, "at start", func(SyncResult) bool { return true }); !r.Full || r.Err != nil {
 		t.Fatalf("first sync %+v, want a successful full sync", r)
@@ -83,14 +83,18 @@ func TestKernel_ServiceWithoutEndpoints_RefusedAtOnce(t *testing.T) {
 	svc, sl := labService("empty", "10.43.0.11", namePort, ep(podA, "node-a", notReady))
 	startProxier(t, l, time.Hour, svc, sl)
 
-	// From the node (output hook) and from a pod (forward hook).
+	// From the node (output hook) and from a pod (forward hook): the
+	// Service's own port, a port it does not have, and an address in the
+	// Service range that no Service has.
 	for _, from := range []string{l.node, l.pods[podB]} {
-		start := time.Now()
-		_, err := dialFrom(from, "10.43.0.11:80")
-		elapsed := time.Since(start)
-		t.Logf("dial from %s: %v after %v", from, err, elapsed)
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("dial from %s: %v, want ECONNREFUSED", from, err)
+		for _, to := range []string{"10.43.0.11:80", "10.43.0.11:81", "10.43.200.1:80"} {
+			start := time.Now()
+			_, err := dialFrom(from, to)
+			elapsed := time.Since(start)
+			t.Logf("dial %s from %s: %v after %v", to, from, err, elapsed)
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("dial %s from %s: %v, want ECONNREFUSED", to, from, err)
+			}
 		}
 	}
 }

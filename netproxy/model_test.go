@@ -144,7 +144,7 @@ func TestBuildServicePorts_IPv6Family_TakesIPv6ClusterIPAndSlices(t *testing.T) 
 	s4 := endpointSlice("ns", "dual", "d4", slicePorts(httpPort), ep("10.42.0.1", "node-a", ready))
 	s6 := endpointSlice("ns", "dual", "d6", slicePorts(httpPort), ep("fd42::1", "node-a", ready))
 	s6.AddressType = discoveryv1.AddressTypeIPv6
-	fam := newFamily(nft.IPv6, testPodCIDR)
+	fam := newFamily(nft.IPv6, familyConfig{clusterCIDR: testPodCIDR})
 	ports := buildServicePorts(svc, []*discoveryv1.EndpointSlice{s4, s6}, fam, testOpts())
 	if len(ports) != 1 {
 		t.Fatalf("%d ports, want 1", len(ports))

@@ -121,7 +121,7 @@ func New(cfg Config) (*Proxier, error) {
 		openRules:     func(ns string) (ruleWriter, error) { return nft.Open(nft.Options{NetNS: ns}) },
 		openConntrack: openConntrack,
 	}
-	for _, fam := range families(cfg.NodeIPs, cfg.ClusterCIDR) {
+	for _, fam := range families(cfg.NodeIPs, familyConfig{clusterCIDR: cfg.ClusterCIDR, serviceCIDRs: cfg.ServiceCIDRs, localServiceIPs: cfg.LocalServiceIPs}) {
 		p.tables = append(p.tables, newTable(fam, cfg.TableName))
 	}
 

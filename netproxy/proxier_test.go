@@ -3,6 +3,7 @@ package netproxy
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -52,6 +53,12 @@ func newEnv(tb testing.TB, cfg Config, objs ...runtime.Object) *proxierEnv {
 	e.factory = informers.NewSharedInformerFactory(e.client, 0)
 	cfg.NodeName, cfg.ClusterCIDR, cfg.Informers = testNode, testPodCIDR, e.factory
 	cfg.Registerer, cfg.Logger = e.reg, quietLog()
+	if cfg.ServiceCIDRs == nil {
+		cfg.ServiceCIDRs = []*net.IPNet{testServiceCIDR}
+	}
+	if cfg.LocalServiceIPs == nil {
+		cfg.LocalServiceIPs = testLocalServiceIPs
+	}
 	cfg.AfterSync = func(r SyncResult) {
 		select {
 		case e.results <- r:
@@ -219,17 +226,18 @@ func TestProxier_Metrics_CountInstalledObjects(t *testing.T) {
 	e := newProxierEnv(t, time.Hour, web, webSl)
 	e.run(t)
 	r := e.waitSync(t, "at start", isFull)
-	// 10 fixed chains with 15 rules, plus web: 3 chains, 6 rules, 1
+	// 10 fixed chains with 19 rules (15, and 2 × 2 for the Service range
+	// in filter-forward and filter-output), plus web: 3 chains, 6 rules, 1
 	// element in service-ips and 2 in its endpoint map.
-	if r.Chains != 13 || r.Rules != 21 || r.Elements != 3 {
-		t.Errorf("result counts chains %d rules %d elements %d, want 13 21 3", r.Chains, r.Rules, r.Elements)
+	if r.Chains != 13 || r.Rules != 25 || r.Elements != 3 {
+		t.Errorf("result counts chains %d rules %d elements %d, want 13 25 3", r.Chains, r.Rules, r.Elements)
 	}
 	for _, m := range []struct {
 		name, label string
 		want        float64
 	}{
 		{"skiff_proxy_nft_objects", "chains", 13},
-		{"skiff_proxy_nft_objects", "rules", 21},
+		{"skiff_proxy_nft_objects", "rules", 25},
 		{"skiff_proxy_nft_objects", "elements", 3},
 		{"skiff_proxy_services", "", 1},
 		{"skiff_proxy_sync_duration_seconds", "full", 1},

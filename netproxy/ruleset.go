@@ -54,9 +54,9 @@ func (f *family) tableChains() []chainDef {
 			rules(noEndpointServices,
 				rule(nft.MatchLocalDst{}, nft.VMap{Key: keyProtoPort, Map: mapNoEndpointNodePorts}))},
 		{nft.Chain{Name: "filter-forward", Type: nft.TypeFilter, Hook: nft.HookForward, Priority: 0},
-			rules(noEndpointServices)},
+			append(rules(noEndpointServices), f.unclaimedServiceIPs()...)},
 		{nft.Chain{Name: "filter-output", Type: nft.TypeFilter, Hook: nft.HookOutput, Priority: 0},
-			rules(noEndpointServices)},
+			append(rules(noEndpointServices), f.unclaimedServiceIPs()...)},
 
 		{nft.Chain{Name: chainServices}, rules(
 			rule(nft.VMap{Key: keyAddrProtoPort, Map: mapServiceIPs}),
@@ -75,6 +75,24 @@ func (f *family) tableChains() []chainDef {
 			rule(nft.MatchProto{Proto: nft.TCP}, nft.Reject{TCPReset: true}),
 			rule(nft.Reject{}))},
 	}
+}
+
+// unclaimedServiceIPs refuse what is left addressed to the Service range
+// after DNAT (which rewrote every claimed address): a Service that is gone,
+// or a port it does not have. The addresses served on the node itself are
+// let through first.
+func (f *family) unclaimedServiceIPs() [][]nft.Stmt {
+	var out [][]nft.Stmt
+	if len(f.serviceCIDRs) == 0 {
+		return nil
+	}
+	for _, ip := range f.localServiceIPs {
+		out = append(out, rule(nft.MatchAddr{Field: nft.FieldDAddr, Net: f.host(ip)}, nft.Verdict{Kind: nft.Return}))
+	}
+	for _, c := range f.serviceCIDRs {
+		out = append(out, rule(nft.MatchAddr{Field: nft.FieldDAddr, Net: c}, goTo(chainReject)))
+	}
+	return out
 }
 
 // tableMaps are the table's verdict maps. newFamily relies on the order.
