@@ -227,6 +227,18 @@ func (l *lab) nft(tb testing.TB, args ...string) string {
 	return sh(tb, "ip", append([]string{"netns", "exec", l.node, "nft"}, args...)...)
 }
 
+// nftScript runs nft commands (one per line) in the node namespace as a
+// single nft -f transaction: one commit, so a resync cannot land between
+// the lines.
+func (l *lab) nftScript(tb testing.TB, lines ...string) {
+	tb.Helper()
+	cmd := exec.Command("ip", "netns", "exec", l.node, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("nft -f in %s: %v\n%s\n%s", l.node, err, out, strings.Join(lines, "\n"))
+	}
+}
+
 // routeForward lets the node namespace route between its pods and
 // clients, and pass bridged packets through the IPv4 hooks, as the agent
 // sets a node up (sysctls of the test namespace only).

@@ -30,8 +30,11 @@ type Config struct {
 	// Upstreams are the resolvers other names are forwarded to (host:port);
 	// empty means the nameservers of ResolvConf.
 	Upstreams []string
-	// ResolvConf is the node's resolver file (/etc/resolv.conf).
-	ResolvConf string
+	// ResolvConf is the node's resolver file (/etc/resolv.conf). It is
+	// looked at every ResolvConfCheck (default 5 s) and re-read when it
+	// changes, as DHCP and VPN clients rewrite it.
+	ResolvConf      string
+	ResolvConfCheck time.Duration
 	// CacheSize bounds the forwarding cache (entries, default 10,000);
 	// CacheMaxTTL caps how long an answer is kept (default 30 s).
 	CacheSize   int

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -26,7 +27,8 @@ var errNoUpstream = errors.New("no upstream resolver")
 // forwarder resolves names outside the cluster through the node's
 // resolvers, with a cache in front.
 type forwarder struct {
-	upstreams []string // host:port
+	// upstreams (host:port) are swapped whole when resolv.conf changes.
+	upstreams atomic.Pointer[[]string]
 	udp, tcp  *dns.Client
 	timeout   time.Duration
 	cache     *answerCache
@@ -88,7 +90,8 @@ func agedCopy(m *dns.Msg, age time.Duration) *dns.Msg {
 // over TCP when the answer did not fit. A refusal counts as a failure, as
 // another resolver may well answer.
 func (f *forwarder) exchange(ctx context.Context, q dns.Question, do bool) (*dns.Msg, error) {
-	if len(f.upstreams) == 0 {
+	upstreams := *f.upstreams.Load()
+	if len(upstreams) == 0 {
 		return nil, errNoUpstream
 	}
 	req := new(dns.Msg)
@@ -97,7 +100,7 @@ func (f *forwarder) exchange(ctx context.Context, q dns.Question, do bool) (*dns
 	req.Question = []dns.Question{q}
 	req.SetEdns0(upstreamUDPSize, do)
 	var errs []error
-	for _, up := range f.upstreams {
+	for _, up := range upstreams {
 		m, err := f.exchangeOne(ctx, req, up)
 		if err == nil && m.Rcode == dns.RcodeRefused {
 			err = errors.New("refused")

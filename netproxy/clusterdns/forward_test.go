@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -312,5 +313,35 @@ func TestPickUpstreams_BareAddressesGetPort53(t *testing.T) {
 	want := []string{"192.0.2.1:53", "192.0.2.2:5353", "[fd00::1]:53", "[fd00::2]:54"}
 	if !slices.Equal(got, want) {
 		t.Errorf("upstreams %q, want %q", got, want)
+	}
+}
+
+// TestForward_ResolvConfRewritten_NewResolversUsed: a DHCP or VPN client
+// rewriting the node's resolv.conf moves forwarding to the new resolvers
+// without a restart; a file that disappears keeps the old ones.
+func TestForward_ResolvConfRewritten_NewResolversUsed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(path, []byte("nameserver 192.0.2.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An empty Upstreams list leaves the resolvers to the file.
+	s := startServer(t, Config{ResolvConf: path, ResolvConfCheck: 20 * time.Millisecond}).srv
+	if got := *s.fwd.upstreams.Load(); !slices.Equal(got, []string{"192.0.2.1:53"}) {
+		t.Fatalf("upstreams at start %v", got)
+	}
+	if err := os.WriteFile(path, []byte("nameserver 192.0.2.2\nnameserver 192.0.2.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"192.0.2.2:53", "192.0.2.3:53"}
+	eventually(t, "the rewritten resolv.conf is followed", func() (bool, string) {
+		got := *s.fwd.upstreams.Load()
+		return slices.Equal(got, want), fmt.Sprint(got)
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := *s.fwd.upstreams.Load(); !slices.Equal(got, want) {
+		t.Errorf("after resolv.conf went away upstreams are %v, want the last ones %v", got, want)
 	}
 }

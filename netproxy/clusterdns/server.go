@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -17,9 +18,10 @@ import (
 )
 
 const (
-	defaultCacheSize      = 10000
-	defaultCacheMaxTTL    = 30 * time.Second
-	defaultForwardTimeout = 2 * time.Second
+	defaultCacheSize       = 10000
+	defaultCacheMaxTTL     = 30 * time.Second
+	defaultForwardTimeout  = 2 * time.Second
+	defaultResolvConfCheck = 5 * time.Second
 	// serverUDPSize is the EDNS0 buffer this server advertises and reads
 	// requests into.
 	serverUDPSize = 1232
@@ -38,6 +40,10 @@ type Server struct {
 	tcpLn   net.Listener
 	// baseCtx bounds forwarded queries; set by Run before serving.
 	baseCtx context.Context
+	// cfg and self are kept to re-read the node's resolvers.
+	cfg         Config
+	self        netip.Addr
+	resolvStamp [2]int64 // the version of ResolvConf last read
 }
 
 // New registers the informers the server answers from and binds its UDP
@@ -64,6 +70,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{log: log, metrics: m, idx: newIndex(domain), baseCtx: context.Background()}
 	s.zone = newZone(domain, s.idx, self)
+	// Stamped before the read: a rewrite racing it is seen as a change.
+	s.resolvStamp = fileStamp(cfg.ResolvConf)
 	upstreams, err := pickUpstreams(cfg, self)
 	if err != nil {
 		return nil, err
@@ -72,16 +80,17 @@ func New(cfg Config) (*Server, error) {
 		log.Warn("cluster dns: no upstream resolver, names outside the cluster will fail")
 	}
 	s.fwd = &forwarder{
-		upstreams: upstreams,
-		udp:       &dns.Client{Net: "udp", UDPSize: upstreamUDPSize, Timeout: cfg.ForwardTimeout},
-		tcp:       &dns.Client{Net: "tcp", Timeout: cfg.ForwardTimeout},
-		timeout:   cfg.ForwardTimeout,
-		cache:     newAnswerCache(cfg.CacheSize),
-		maxTTL:    cfg.CacheMaxTTL,
-		metrics:   m,
-		log:       log,
-		now:       time.Now,
+		udp:     &dns.Client{Net: "udp", UDPSize: upstreamUDPSize, Timeout: cfg.ForwardTimeout},
+		tcp:     &dns.Client{Net: "tcp", Timeout: cfg.ForwardTimeout},
+		timeout: cfg.ForwardTimeout,
+		cache:   newAnswerCache(cfg.CacheSize),
+		maxTTL:  cfg.CacheMaxTTL,
+		metrics: m,
+		log:     log,
+		now:     time.Now,
 	}
+	s.fwd.upstreams.Store(&upstreams)
+	s.cfg, s.self = cfg, self
 	if s.synced, err = s.idx.watch(cfg.Informers); err != nil {
 		return nil, fmt.Errorf("cluster dns: %w", err)
 	}
@@ -103,6 +112,9 @@ func applyDefaults(cfg *Config) {
 	}
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = defaultForwardTimeout
+	}
+	if cfg.ResolvConfCheck <= 0 {
+		cfg.ResolvConfCheck = defaultResolvConfCheck
 	}
 }
 
@@ -164,6 +176,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("cluster dns: informer caches not synced: %w", ctx.Err())
 	}
 	s.baseCtx = ctx
+	if len(s.cfg.Upstreams) == 0 && s.cfg.ResolvConf != "" {
+		go s.followResolvConf(ctx)
+	}
 	handler := dns.HandlerFunc(s.serveDNS)
 	servers := []*serving{
 		serve(&dns.Server{PacketConn: s.udpConn, Handler: handler, UDPSize: serverUDPSize}),
@@ -194,6 +209,45 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("cluster dns: %w", err)
 	}
 	return nil
+}
+
+// followResolvConf picks up changes to the node's resolvers until ctx ends.
+func (s *Server) followResolvConf(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ResolvConfCheck)
+	defer t.Stop()
+	last := s.resolvStamp
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if st := fileStamp(s.cfg.ResolvConf); st != last {
+			last = st
+			s.reloadUpstreams()
+		}
+	}
+}
+
+// reloadUpstreams re-reads resolv.conf; a file that is gone or unreadable
+// keeps the resolvers there were.
+func (s *Server) reloadUpstreams() {
+	up, err := pickUpstreams(s.cfg, s.self)
+	if err != nil {
+		s.log.Warn("cluster dns: re-reading the node's resolvers", "file", s.cfg.ResolvConf, "err", err)
+		return
+	}
+	s.fwd.upstreams.Store(&up)
+	s.log.Info("cluster dns: the node's resolvers changed", "upstreams", up)
+}
+
+// fileStamp identifies a version of a file (zero when it cannot be read).
+func fileStamp(path string) [2]int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return [2]int64{}
+	}
+	return [2]int64{fi.ModTime().UnixNano(), fi.Size()}
 }
 
 // serving is one dns.Server running in its own goroutine.
