@@ -325,6 +325,36 @@ func (e *svcEnv) testLocalPolicy(t *testing.T) {
 			}
 		}
 	}
+	e.checkHealthCheckNodePort(t)
+}
+
+// checkHealthCheckNodePort asks every node, from the test host, what an
+// outside load balancer would: the Local-policy Service's
+// healthCheckNodePort answers 200 on the node with its endpoint and 503
+// on the others.
+func (e *svcEnv) checkHealthCheckNodePort(t *testing.T) {
+	hc := svcGet(t, e.c, "whoami-local").Spec.HealthCheckNodePort
+	if hc == 0 {
+		t.Fatalf("whoami-local has no healthCheckNodePort")
+	}
+	for _, n := range e.c.nodes() {
+		want := 503
+		if n.Name == svcNodeA {
+			want = 200
+		}
+		url := fmt.Sprintf("http://%s/", net.JoinHostPort(n.IP.String(), strconv.Itoa(int(hc))))
+		var body string
+		var code int
+		lcWait(t, e.c, 30*time.Second, 500*time.Millisecond, "health check "+url+" answers "+strconv.Itoa(want), func() (bool, string) {
+			var err error
+			body, code, err = getIn(e.c.host.ns, url, 3*time.Second)
+			return err == nil && code == want, fmt.Sprintf("%d %q %v", code, body, err)
+		})
+		if !strings.Contains(body, `"localEndpoints":`) || !strings.Contains(body, `"name":"whoami-local"`) {
+			t.Errorf("health check %s body %q, want the Service and its local endpoint count", url, body)
+		}
+		t.Logf("healthCheckNodePort %s (%s): %d %s", url, n.Name, code, strings.TrimSpace(body))
+	}
 }
 
 // testRepair deletes rules by hand (a ClusterIP map element on one node,
@@ -436,6 +466,42 @@ func (e *svcEnv) testDNS(t *testing.T) {
 	} else {
 		t.Logf("nslookup %s: %v\n%s", missing, err, out)
 	}
+	e.checkMetrics(t)
+}
+
+// checkMetrics reads the client's node's proxy and DNS metrics where
+// kube-proxy serves its own (127.0.0.1:10249 in the node's namespace):
+// the lookups above were counted, and the proxy reports its syncs and
+// what it installed.
+func (e *svcEnv) checkMetrics(t *testing.T) {
+	n := e.nodeByName(svcNodeA)
+	body, code, err := getIn(n.NS, "http://127.0.0.1:10249/metrics", 5*time.Second)
+	if err != nil || code != 200 {
+		t.Fatalf("metrics of %s: %d %v", n.Name, code, err)
+	}
+	for _, re := range []string{
+		`skiff_dns_requests_total\{rcode="NOERROR",zone="cluster"\} [1-9]`,
+		`skiff_dns_requests_total\{rcode="NXDOMAIN",zone="cluster"\} [1-9]`,
+		`skiff_dns_request_duration_seconds_count\{zone="cluster"\} [1-9]`,
+		`skiff_proxy_sync_duration_seconds_count\{kind="full"\} [1-9]`,
+		`skiff_proxy_sync_duration_seconds_count\{kind="partial"\} [1-9]`,
+		`skiff_proxy_nft_objects\{kind="chains"\} [1-9]`,
+		`skiff_proxy_services [1-9]`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + re).MatchString(body) {
+			t.Errorf("metrics of %s lack %s", n.Name, re)
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "skiff_proxy_") || strings.HasPrefix(l, "skiff_dns_requests_total") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 30 {
+		lines = lines[:30]
+	}
+	t.Logf("metrics of %s (excerpt):\n%s", n.Name, strings.Join(lines, "\n"))
 }
 
 // svcNslookupAddrs are the sorted addresses busybox nslookup printed for

@@ -59,6 +59,7 @@ type Proxier struct {
 	opts    modelOptions
 	metrics *metrics
 	tables  []*table
+	health  *healthChecks
 
 	services     corelisters.ServiceLister
 	slices       cache.Indexer
@@ -121,6 +122,7 @@ func New(cfg Config) (*Proxier, error) {
 		openRules:     func(ns string) (ruleWriter, error) { return nft.Open(nft.Options{NetNS: ns}) },
 		openConntrack: openConntrack,
 	}
+	p.health = newHealthChecks(cfg.NodeName, cfg.NetNS, p.log)
 	for _, fam := range families(cfg.NodeIPs, familyConfig{clusterCIDR: cfg.ClusterCIDR, serviceCIDRs: cfg.ServiceCIDRs, localServiceIPs: cfg.LocalServiceIPs}) {
 		p.tables = append(p.tables, newTable(fam, cfg.TableName))
 	}
@@ -224,6 +226,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 	for p.next(ctx, w, ct) {
 	}
 	wg.Wait()
+	p.health.closeAll()
 	return nil
 }
 
@@ -379,6 +382,7 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 	}
 	res.Duration = time.Since(start)
 	res.Err = errors.Join(errs...)
+	p.updateHealthChecks(keys, src, full)
 	if res.Err == nil && full {
 		p.needFull = false
 		p.dirty = g.foreign
@@ -388,6 +392,18 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 	}
 	p.report(&res)
 	return res
+}
+
+// updateHealthChecks follows the synced Services' health check ports;
+// a full sync also closes those of Services that are gone.
+func (p *Proxier) updateHealthChecks(keys []string, src serviceSource, full bool) {
+	for _, k := range keys {
+		svc, sls := src(k)
+		p.health.update(k, svc, sls)
+	}
+	if full {
+		p.health.retain(keys)
+	}
 }
 
 // snapshot lists every Service key and reads from the caches once, for a
