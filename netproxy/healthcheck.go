@@ -8,14 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"skiff/runtime/nsthread"
 )
 
 // healthChecks serves kube-proxy's per-Service health checks: every
@@ -153,43 +153,13 @@ func (s *healthServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // listenIn opens TCP port on every address of the network namespace at
-// nsPath ("" is the process's own). The socket stays in the namespace it
-// was made in, so only its creation needs the thread switched.
+// nsPath ("" is the process's own).
 func listenIn(nsPath string, port int32) (net.Listener, error) {
-	addr := fmt.Sprintf(":%d", port)
-	if nsPath == "" {
-		return net.Listen("tcp", addr)
-	}
-	target, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", nsPath, err)
-	}
-	defer target.Close()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// The thread is not unlocked: if switching back failed it must
-		// die with this goroutine rather than serve others.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			done <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		if serr := netns.Set(orig); serr == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- result{ln, err}
-	}()
-	r := <-done
-	return r.ln, r.err
+	var ln net.Listener
+	err := nsthread.DoPath(nsPath, func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	return ln, err
 }

@@ -3,18 +3,16 @@ package netproxy
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"skiff/runtime/nsthread"
 )
 
 // The kernel tests build a small node in network namespaces they create
@@ -95,29 +93,7 @@ func (l *lab) addPod(tb testing.TB, ip string) string {
 // opens belong to ns for good. A thread that cannot be switched back is
 // left locked, so the runtime retires it.
 func inNetNS(ns string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(ns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	fnErr := fn()
-	if err := netns.Set(orig); err != nil {
-		return errors.Join(fnErr, fmt.Errorf("switch back: %w", err))
-	}
-	runtime.UnlockOSThread()
-	return fnErr
+	return nsthread.DoPath("/run/netns/"+ns, fn)
 }
 
 // serveName answers every TCP connection and UDP datagram on port with

@@ -3,15 +3,13 @@ package nft
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
+	"skiff/runtime/nsthread"
 )
 
 // Every kernel test works in network namespaces it creates and deletes;
@@ -71,29 +69,7 @@ func listTable(tb testing.TB, ns string, t Table) string {
 // so Go retires it.
 func inNS(tb testing.TB, ns string, fn func() error) error {
 	tb.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	h, err := netns.GetFromPath(nsPath(ns))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer h.Close()
-	if err := netns.Set(h); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		return fmt.Errorf("back to the original namespace: %w (after %v)", err, ferr)
-	}
-	runtime.UnlockOSThread()
-	return ferr
+	return nsthread.DoPath(nsPath(ns), fn)
 }
 
 func mustCIDR(s string) *net.IPNet {

@@ -8,37 +8,16 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"skiff/runtime/nsthread"
 )
 
-// inNetNS runs fn on a fresh OS thread switched into ns, and switches the
-// thread back afterwards. If switching back fails the thread stays locked,
-// so the Go runtime throws it away when the goroutine ends instead of
-// reusing a thread in the wrong namespace.
+// inNetNS runs fn on an OS thread switched into ns (nsthread.Do).
 func inNetNS(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("podnet: current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("podnet: enter netns: %w", err)
-			return
-		}
-		fnErr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(fnErr, fmt.Errorf("podnet: restore netns: %w", err))
-			return // thread stays locked and dies with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- fnErr
-	}()
-	return <-errc
+	if err := nsthread.Do(ns, fn); err != nil {
+		return fmt.Errorf("podnet: %w", err)
+	}
+	return nil
 }
 
 // newNetNSAt creates a network namespace and bind-mounts it at path (an
