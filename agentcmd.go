@@ -58,7 +58,7 @@ func addNodeFlags(f *pflag.FlagSet, cfg *agent.Config) {
 	f.StringVar(&cfg.NetNSDir, "netns-dir", "/run/skiff/netns", "where pod network namespaces are mounted")
 	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "/skiff", "cgroup under which pods run")
 	f.BoolVar(&cfg.DisableProxy, "disable-kube-proxy", false, "leave Services to another proxy (cluster DNS still runs)")
-	f.DurationVar(&cfg.ProxySyncPeriod, "proxy-sync-period", 30*time.Second, "how often the Service rules are rewritten in full, repairing hand edits")
+	f.DurationVar(&cfg.ProxySyncPeriod, "proxy-sync-period", 30*time.Second, "how often the Service rules are checked and, if anyone else changed nftables, rewritten in full")
 	f.StringVar(&cfg.MetricsAddr, "proxy-metrics-address", "127.0.0.1:10249", "where the proxy and DNS serve /metrics and /healthz (\"\" turns it off)")
 	f.StringVar(&cfg.RegistriesFile, "private-registry", "/etc/skiff/registries.yaml", "registries.yaml with mirrors and credentials")
 }

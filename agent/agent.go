@@ -60,8 +60,8 @@ type Config struct {
 	// DisableProxy leaves Services to another proxy (--disable-kube-proxy);
 	// cluster DNS still runs.
 	DisableProxy bool
-	// ProxySyncPeriod is how often the proxy rewrites its whole ruleset,
-	// repairing hand edits (default 30 s).
+	// ProxySyncPeriod is how often the proxy checks its ruleset and, if
+	// anyone else changed nftables, rewrites it whole (default 30 s).
 	ProxySyncPeriod time.Duration
 	// MetricsAddr serves the proxy and DNS metrics (/metrics) and /healthz,
 	// 127.0.0.1:10249 by default as kube-proxy does; "" turns it off.

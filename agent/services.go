@@ -18,8 +18,9 @@ import (
 	"skiff/netproxy/clusterdns"
 )
 
-// dnsLinkName is the dummy interface that carries the cluster DNS address
-// on every node, so pods reach the node's own DNS server without a hop.
+// dnsLinkName is the local link (a dummy, or a port-less bridge on kernels
+// without the dummy driver) that carries the cluster DNS address on every
+// node, so pods reach their own node's DNS server.
 const dnsLinkName = "skiff-dns"
 
 // services is the node's Service plumbing: the nftables proxy, cluster DNS
