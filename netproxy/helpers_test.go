@@ -2,12 +2,8 @@ package netproxy
 
 import (
 	"flag"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"skiff/netproxy/nft"
+
+	"skiff/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -139,48 +137,7 @@ func (s *staticSource) get(key string) (*corev1.Service, []*discoveryv1.Endpoint
 // -update).
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the rendered batch:\n%s", path, lineDiff(string(want), got))
-	}
+	golden.Check(t, name+".golden", "the rendered batch", got, *update)
 }
 
-// lineDiff lists the lines only in want (-) or only in got (+).
-func lineDiff(want, got string) string {
-	count := func(s string) map[string]int {
-		m := map[string]int{}
-		for _, l := range strings.Split(s, "\n") {
-			m[l]++
-		}
-		return m
-	}
-	w, g := count(want), count(got)
-	var b strings.Builder
-	for _, l := range strings.Split(want, "\n") {
-		if g[l] == 0 {
-			fmt.Fprintf(&b, "- %s\n", l)
-		}
-	}
-	for _, l := range strings.Split(got, "\n") {
-		if w[l] == 0 {
-			fmt.Fprintf(&b, "+ %s\n", l)
-		}
-	}
-	if b.Len() == 0 {
-		return "(same lines, different order)\n--- want\n" + want + "--- got\n" + got
-	}
-	return b.String()
-}
+func lineDiff(want, got string) string { return golden.LineDiff(want, got) }

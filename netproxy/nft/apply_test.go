@@ -4,15 +4,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	goldenfile "skiff/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -20,44 +20,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the kernel's listing (run with -update after review):\n%s", path, lineDiff(string(want), got))
-	}
+	goldenfile.Check(t, name, "the kernel's listing", got, *update)
 }
 
-// lineDiff lists the lines only in want (-) and only in got (+).
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for _, l := range w {
-		if !slices.Contains(g, l) {
-			b.WriteString("- " + l + "\n")
-		}
-	}
-	for _, l := range g {
-		if !slices.Contains(w, l) {
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	if b.Len() == 0 {
-		return "(same lines, different order)\n" + got
-	}
-	return b.String()
-}
+func lineDiff(want, got string) string { return goldenfile.LineDiff(want, got) }
 
 func mustApply(t testing.TB, c *Conn, tx *Tx) {
 	t.Helper()
