@@ -29,6 +29,10 @@ func Apply(obj runtime.Object) {
 	if applyCore(obj) || applyWorkloads(obj) {
 		return
 	}
+	// Groups added beside the original switch, one file each.
+	if applyFlowcontrol(obj) || applyExtra(obj) || applyNetExtra(obj) || applyCertExtra(obj) {
+		return
+	}
 	applyOtherGroups(obj)
 }
 

@@ -126,6 +126,11 @@ func Builtin(h Hooks) []*Resource {
 		virtual(row[authorizationv1.SelfSubjectRulesReview, authorizationv1.SelfSubjectRulesReview]("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview", clusterScope)),
 		virtual(row[authorizationv1.LocalSubjectAccessReview, authorizationv1.LocalSubjectAccessReview]("authorization.k8s.io", "v1", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", nsScope)),
 	}
+	// Groups added beside the original table, one file each.
+	rows = append(rows, flowcontrolRows()...)
+	rows = append(rows, extraRows()...)
+	rows = append(rows, netExtraRows()...)
+	rows = append(rows, certExtraRows()...)
 	for _, r := range rows {
 		r.Default, r.Validate, r.ValidateUpdate = h.Default, h.Validate, h.ValidateUpdate
 	}

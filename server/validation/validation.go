@@ -36,7 +36,8 @@ func Validate(obj runtime.Object) field.ErrorList {
 	if isNil(obj) {
 		return nil
 	}
-	for _, v := range []func(runtime.Object) (field.ErrorList, bool){validateCoreKind, validateCoreStorageKind, validateWorkloadKind, validateOtherKind} {
+	for _, v := range []func(runtime.Object) (field.ErrorList, bool){validateCoreKind, validateCoreStorageKind, validateWorkloadKind, validateOtherKind,
+		validateFlowcontrolKind, validateExtraKind, validateNetExtraKind, validateCertExtraKind} {
 		if errs, ok := v(obj); ok {
 			return dedupe(errs)
 		}
@@ -53,7 +54,8 @@ func ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if fmt.Sprintf("%T", obj) != fmt.Sprintf("%T", old) {
 		return field.ErrorList{field.InternalError(field.NewPath(""), fmt.Errorf("cannot update a %T with a %T", old, obj))}
 	}
-	for _, v := range []func(runtime.Object, runtime.Object) (field.ErrorList, bool){updateCoreKind, updateWorkloadKind, updateOtherKind} {
+	for _, v := range []func(runtime.Object, runtime.Object) (field.ErrorList, bool){updateCoreKind, updateWorkloadKind, updateOtherKind,
+		updateFlowcontrolKind, updateExtraKind, updateNetExtraKind, updateCertExtraKind} {
 		if errs, ok := v(obj, old); ok {
 			return dedupe(errs)
 		}
