@@ -20,7 +20,7 @@ DEB_PACKAGES := gcc libc6-dev git ca-certificates runc containerd busybox-static
 DATA_DIR ?= /var/lib/skiff
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps run test bench bench-kine bench-api lint clean
+.PHONY: all build deps run test bench bench-kine bench-api conformance lint clean
 
 all: build
 
@@ -68,6 +68,13 @@ bench: deps
 ## bench-api: the API server under client-go load (e2e/bench/run.sh)
 bench-api: build
 	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/run.sh
+
+## conformance: upstream Kubernetes v1.37.2 [Conformance] tests on a fresh
+## two-node cluster (server + agent in network namespaces), summary by SIG.
+## Not part of make test: the first run builds e2e.test (15-40 min), a full run
+## takes over an hour. FOCUS=regex SKIP=regex PROCS=n TIMEOUT=min SERIAL=0|1
+conformance: deps build
+	e2e/conformance/conformance.sh
 
 bench-kine:
 	cd store/sqlite/kinebench && $(GO) test -mod=mod -run '^$$' -bench . -benchtime 2s .
