@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,6 +19,7 @@ import (
 	"skiff/agent/join"
 	"skiff/agent/kubelet"
 	"skiff/agent/nodestatus"
+	"skiff/agent/podcertificate"
 	"skiff/agent/stream"
 	"skiff/agent/volumes"
 	"skiff/runtime/containers"
@@ -237,10 +239,12 @@ func (n *node) startNetwork(ctx context.Context, nodeIP net.IP) error {
 
 // buildKubelet makes the pod workers and the streaming server.
 func (n *node) buildKubelet() error {
-	vols := volumes.New(volumes.Config{Root: n.cfg.dir("pods"), Client: n.client, NodeName: n.cfg.NodeName, ClusterDomain: n.cfg.ClusterDomain, Logger: n.log.With("component", "volumes")})
+	podCerts := podcertificate.New(podcertificate.Config{Client: n.client, NodeName: n.cfg.NodeName, Logger: n.log.With("component", "podcertificate")})
+	vols := volumes.New(volumes.Config{Root: n.cfg.dir("pods"), Client: n.client, NodeName: n.cfg.NodeName, ClusterDomain: n.cfg.ClusterDomain, Logger: n.log.With("component", "volumes"),
+		PodCertificates: podCerts})
 	var err error
 	n.kubelet, err = kubelet.New(kubelet.Config{
-		NodeName: n.cfg.NodeName, Client: n.client, Runtime: n.runtime, Network: n.network, Images: n.images,
+		NodeName: n.cfg.NodeName, Client: n.client, Runtime: n.runtime, Network: n.podNetwork(), Images: n.images,
 		Volumes: volumeAdapter{vols}, StaticPodDir: n.cfg.dir("pod-manifests"), LogDir: n.cfg.PodLogDir,
 		CgroupRoot: n.cfg.CgroupRoot, ClusterDNS: []string{n.cfg.ClusterDNS}, ClusterDomain: n.cfg.ClusterDomain,
 		NodeIP: n.reporterIP(), NodeFSPath: n.cfg.DataDir, Logger: n.log.With("component", "kubelet"),
@@ -256,6 +260,7 @@ func (n *node) buildKubelet() error {
 	n.stream, err = stream.New(stream.Config{
 		Addr: fmt.Sprintf(":%d", n.cfg.KubeletPort), CertFile: n.creds.ServingCertFile, KeyFile: n.creds.ServingKeyFile,
 		ClientCA: pool, Pods: streamPods{n.kubelet}, Runtime: n.runtime, Logger: n.log.With("component", "stream"),
+		PodList: n.kubelet, Metrics: promhttp.HandlerFor(n.services.registry, promhttp.HandlerOpts{}),
 	})
 	return err
 }

@@ -28,6 +28,7 @@ const dnsLinkName = "skiff-dns"
 type services struct {
 	informers informers.SharedInformerFactory
 	proxy     *netproxy.Proxier // nil with --disable-kube-proxy
+	hostPorts *hostPorts        // nil with --disable-kube-proxy
 	dns       *clusterdns.Server
 	registry  *prometheus.Registry
 	metrics   *http.Server
@@ -49,16 +50,22 @@ func (n *node) startServices(ips []net.IP) error {
 	if !n.cfg.DisableProxy {
 		_, cluster, _ := net.ParseCIDR(n.cfg.ClusterCIDR)
 		_, serviceNet, _ := net.ParseCIDR(n.cfg.ServiceCIDR)
+		hp, err := newHostPorts(n.client, n.cfg.NodeName, n.network)
+		if err != nil {
+			return fmt.Errorf("host ports: %w", err)
+		}
 		p, err := netproxy.New(netproxy.Config{
 			NodeName: n.cfg.NodeName, NodeIPs: ips, ClusterCIDR: cluster, LocalServiceIPs: []net.IP{dnsIP},
-			ServiceCIDRs: []*net.IPNet{serviceNet},
-			Informers:    s.informers, SyncPeriod: n.cfg.ProxySyncPeriod, Registerer: s.registry,
+			ServiceCIDRs: []*net.IPNet{serviceNet}, HostPorts: hp,
+			Informers: s.informers, SyncPeriod: n.cfg.ProxySyncPeriod, Registerer: s.registry,
 			Logger: n.log.With("component", "proxy"),
 		})
 		if err != nil {
 			return fmt.Errorf("service proxy: %w", err)
 		}
 		s.proxy = p
+		hp.changed = p.HostPortsChanged
+		s.hostPorts = hp
 	}
 	if err := clusterdns.EnsureAddress(dnsLinkName, dnsIP); err != nil {
 		return fmt.Errorf("cluster DNS address %s: %w", dnsIP, err)
@@ -116,6 +123,7 @@ func (s *services) loops() map[string]func(context.Context) error {
 	}
 	if s.proxy != nil {
 		l["proxy"] = s.proxy.Run
+		l["hostports"] = s.hostPorts.run
 	}
 	if s.metrics != nil {
 		l["metrics"] = s.serveMetrics

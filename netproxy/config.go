@@ -37,6 +37,12 @@ type Config struct {
 	// informers come from. New registers them; the caller starts the
 	// factory after New, and Run waits for the caches to sync.
 	Informers informers.SharedInformerFactory
+	// HostPorts, if set, lists the host ports of the node's pods, which
+	// the proxy maps as the CNI portmap plugin does; tell it of changes
+	// with Proxier.HostPortsChanged. With it set the proxy also turns on
+	// net.ipv4.conf.all.route_localnet, so that ports published on
+	// 127.0.0.1 can be routed to their pods.
+	HostPorts HostPortSource
 	// SyncPeriod is how often the proxy checks that the ruleset is still
 	// what it wrote, and rewrites it whole when it may not be, repairing
 	// any change made by hand (default 30 s). The check is nftables' ruleset

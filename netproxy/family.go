@@ -28,10 +28,11 @@ type family struct {
 
 	// chains and maps are the table's fixed objects (ruleset.go);
 	// serviceIPs... point into maps.
-	chains                []chainDef
-	maps                  []nft.Set
-	serviceIPs, nodePorts *nft.Set
-	noEPServices, noEPNPs *nft.Set
+	chains                   []chainDef
+	maps                     []nft.Set
+	serviceIPs, nodePorts    *nft.Set
+	noEPServices, noEPNPs    *nft.Set
+	hostPortIPs, hostPortAny *nft.Set
 }
 
 // familyConfig is what the node's configuration says about the address
@@ -69,6 +70,7 @@ func newFamily(f nft.Family, cfg familyConfig) *family {
 	fam.maps = fam.tableMaps()
 	fam.serviceIPs, fam.nodePorts = &fam.maps[0], &fam.maps[1]
 	fam.noEPServices, fam.noEPNPs = &fam.maps[2], &fam.maps[3]
+	fam.hostPortIPs, fam.hostPortAny = &fam.maps[4], &fam.maps[5]
 	return fam
 }
 

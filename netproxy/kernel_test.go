@@ -2,7 +2,11 @@ package netproxy
 
 import (
 	"errors"
+	"io"
+	"maps"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -293,5 +297,129 @@ func TestKernel_UDPEndpointRemoved_SameSocketMovesToOtherEndpoint(t *testing.T) 
 	}
 	if got := metricValue(t, e.reg, "skiff_proxy_conntrack_deletions_total", ""); got < 1 {
 		t.Errorf("skiff_proxy_conntrack_deletions_total = %v, want at least 1", got)
+	}
+}
+
+// dialFromAddr is dialFrom with the source address bound to local, as
+// curl --interface does.
+func dialFromAddr(ns, local, addr string) (string, error) {
+	var c net.Conn
+	err := inNetNS(ns, func() error {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		var err error
+		c, err = d.Dial("tcp4", addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// udpAsk sends one datagram on c and reads the answer.
+func udpAsk(t *testing.T, c net.Conn) string {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("?")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("receive from %s: %v", c.RemoteAddr(), err)
+	}
+	return string(buf[:n])
+}
+
+func TestKernel_HostPorts_SamePortOnLoopbackNodeIPAndUDPReachEachPod(t *testing.T) {
+	l := newLab(t)
+	pods := map[string]string{"10.42.1.10": "pod-1", "10.42.1.11": "pod-2", "10.42.1.12": "pod-3", "10.42.1.13": "pod-4"}
+	for _, ip := range slices.Sorted(maps.Keys(pods)) {
+		ns := l.addPod(t, ip)
+		serveName(t, ns, 8080, pods[ip])
+		servePeer(t, ns, peerPort, pods[ip])
+	}
+	l.routeForward(t)
+	// The node's own address, on a link of its own.
+	sh(t, "ip", "-n", l.node, "link", "add", "br1", "type", "bridge")
+	sh(t, "ip", "-n", l.node, "addr", "add", testNodeIP+"/24", "dev", "br1")
+	sh(t, "ip", "-n", l.node, "link", "set", "br1", "up")
+
+	src := &staticHostPorts{hps: []HostPort{
+		hostPort("pod1", corev1.ProtocolTCP, "127.0.0.1", 54323, "10.42.1.10", 8080),
+		hostPort("pod2", corev1.ProtocolTCP, testNodeIP, 54323, "10.42.1.11", 8080),
+		hostPort("pod3", corev1.ProtocolUDP, testNodeIP, 54323, "10.42.1.12", 8080),
+		hostPort("pod4", corev1.ProtocolTCP, "", 54324, "10.42.1.13", peerPort),
+	}}
+	e := newEnv(t, Config{NetNS: l.nsPath(), SyncPeriod: time.Hour, ServiceCIDRs: []*net.IPNet{testServiceCIDR}, HostPorts: src})
+	e.run(t)
+	if r := e.waitSync(t, "at start", func(SyncResult) bool { return true }); !isFull(r) {
+		t.Fatalf("first sync %+v, want a successful full sync", r)
+	}
+	var localnet []byte
+	if err := inNetNS(l.node, func() (err error) { localnet, err = os.ReadFile(routeLocalnetPath); return err }); err != nil || !strings.HasPrefix(string(localnet), "1") {
+		t.Errorf("route_localnet in the node namespace %q (%v), want 1", localnet, err)
+	}
+
+	tcp := []struct {
+		name, local, addr, want string
+	}{
+		// What the conformance test's curl --interface <node IP> does.
+		{"LoopbackFromNodeIP_Pod1", testNodeIP, "127.0.0.1:54323", "pod-1"},
+		// From 127.0.0.1 itself: routed out with route_localnet, masqueraded.
+		{"LoopbackFromLoopback_Pod1", "", "127.0.0.1:54323", "pod-1"},
+		{"NodeIP_Pod2", "", testNodeIP + ":54323", "pod-2"},
+		// Every local address, the pod seeing the masqueraded loopback
+		// client as the node's address on the pods' bridge.
+		{"AnyAddressViaLoopback_Pod4Masqueraded", "", "127.0.0.1:54324", "pod-4 10.42.1.1"},
+		{"AnyAddressViaBridgeIP_Pod4SeesNode", "", "10.42.1.1:54324", "pod-4 10.42.1.1"},
+	}
+	for _, tc := range tcp {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			var err error
+			if tc.local != "" {
+				got, err = dialFromAddr(l.node, tc.local, tc.addr)
+			} else {
+				got, err = dialFrom(l.node, tc.addr)
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("dial %s from %q: %q, %v; want %q", tc.addr, tc.local, got, err, tc.want)
+			}
+		})
+	}
+	// A pod reaching its own host port comes back through the node.
+	if got, err := dialFrom(l.pods["10.42.1.13"], testNodeIP+":54324"); err != nil || got != "pod-4 10.42.1.1" {
+		t.Errorf("pod-4 to its own host port: %q, %v; want it masqueraded to 10.42.1.1", got, err)
+	}
+
+	var udp net.Conn
+	if err := inNetNS(l.node, func() (err error) { udp, err = net.Dial("udp4", testNodeIP+":54323"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	if got := udpAsk(t, udp); got != "pod-3" {
+		t.Fatalf("UDP to %s:54323 answered by %q, want pod-3", testNodeIP, got)
+	}
+
+	// pod2 goes, and pod3's port is taken over by pod-1's address: the
+	// TCP port stops answering, the same UDP socket moves.
+	src.set([]HostPort{
+		hostPort("pod1", corev1.ProtocolTCP, "127.0.0.1", 54323, "10.42.1.10", 8080),
+		hostPort("pod5", corev1.ProtocolUDP, testNodeIP, 54323, "10.42.1.10", 8080),
+	})
+	e.p.HostPortsChanged()
+	e.waitSync(t, "after pod2 and pod3 went", isPartial)
+	if got, err := dialFrom(l.node, testNodeIP+":54323"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("TCP to %s:54323 after pod2 went: %q, %v; want ECONNREFUSED", testNodeIP, got, err)
+	}
+	if got := udpAsk(t, udp); got != "pod-1" {
+		t.Errorf("the UDP socket answered by %q after its port moved, want pod-1 (stale conntrack entry kept?)", got)
+	}
+	if got, err := dialFrom(l.node, "127.0.0.1:54323"); err != nil || got != "pod-1" {
+		t.Errorf("127.0.0.1:54323 after the change: %q, %v; want pod-1", got, err)
 	}
 }

@@ -44,8 +44,11 @@ const fullSyncKey = ""
 // Service keys always hold a "/".
 const periodicKey = "periodic"
 
+// hostPortsKey asks for the host port mappings to be brought up to date.
+const hostPortsKey = "hostports"
+
 // isServiceKey tells a Service's key from the proxier's own queue items.
-func isServiceKey(k string) bool { return k != fullSyncKey && k != periodicKey }
+func isServiceKey(k string) bool { return k != fullSyncKey && k != periodicKey && k != hostPortsKey }
 
 // sliceIndex indexes EndpointSlices by their Service's key. The name is
 // the proxier's own: other users of the shared informer add theirs.
@@ -70,6 +73,11 @@ type Proxier struct {
 	// namespace; unit tests put recorders in their place.
 	openRules     func(netns string) (ruleWriter, error)
 	openConntrack func(netns string) (conntrackCleaner, error)
+	// enableLocalnet turns route_localnet on in the namespace, once a
+	// full sync has installed the rule that keeps the network off the
+	// loopback addresses (localnetOn: done).
+	enableLocalnet func(netns string) error
+	localnetOn     bool
 
 	// needFull is set by a failed sync: until a full resync succeeds,
 	// the installed state may not be what the kernel has.
@@ -119,8 +127,9 @@ func New(cfg Config) (*Proxier, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, cfg.SyncPeriod),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "netproxy"}),
-		openRules:     func(ns string) (ruleWriter, error) { return nft.Open(nft.Options{NetNS: ns}) },
-		openConntrack: openConntrack,
+		openRules:      func(ns string) (ruleWriter, error) { return nft.Open(nft.Options{NetNS: ns}) },
+		openConntrack:  openConntrack,
+		enableLocalnet: enableRouteLocalnet,
 	}
 	p.health = newHealthChecks(cfg.NodeName, cfg.NetNS, p.log)
 	for _, fam := range families(cfg.NodeIPs, familyConfig{clusterCIDR: cfg.ClusterCIDR, serviceCIDRs: cfg.ServiceCIDRs, localServiceIPs: cfg.LocalServiceIPs}) {
@@ -165,6 +174,11 @@ func indexByService(obj any) ([]string, error) {
 	}
 	return nil, nil
 }
+
+// HostPortsChanged tells the proxier that Config.HostPorts may list
+// something else now (a pod got its address, or went away): the mappings
+// are rewritten at the next sync, with whatever Services are queued.
+func (p *Proxier) HostPortsChanged() { p.queue.Add(hostPortsKey) }
 
 func (p *Proxier) serviceChanged(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && key != fullSyncKey {
@@ -260,7 +274,7 @@ func (p *Proxier) next(ctx context.Context, w ruleWriter, ct conntrackCleaner) b
 		}
 	}
 	var res SyncResult
-	if full || slices.ContainsFunc(keys, isServiceKey) {
+	if full || slices.ContainsFunc(keys, isServiceKey) || slices.Contains(keys, hostPortsKey) {
 		res = p.sync(keys, full, w, ct)
 		p.lastSync = time.Now()
 	}
@@ -330,6 +344,12 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 	start := time.Now()
 	res := SyncResult{Full: full}
 	var src serviceSource
+	// hps is nil when the host ports need no rewrite.
+	var hps *[]HostPort
+	if p.cfg.HostPorts != nil && (full || slices.Contains(keys, hostPortsKey)) {
+		list := p.cfg.HostPorts.HostPorts()
+		hps = &list
+	}
 	if full {
 		keys, src = p.snapshot()
 	} else {
@@ -355,9 +375,13 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 				errs = append(errs, fmt.Errorf("list table %s %s: %w", t.name.Family, t.name.Name, err))
 				continue
 			}
-			pl = t.planFull(keys, src, p.opts, chains, sets, p.log)
+			var list []HostPort
+			if hps != nil {
+				list = *hps
+			}
+			pl = t.planFullWith(keys, src, p.opts, list, chains, sets, p.log)
 		} else {
-			if pl = t.planIncremental(keys, src, p.opts, p.log); pl == nil {
+			if pl = t.planIncrementalWith(keys, src, p.opts, hps, p.log); pl == nil {
 				continue
 			}
 			before, beforeOK = p.generation(w)
@@ -384,6 +408,7 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 	res.Err = errors.Join(errs...)
 	p.updateHealthChecks(keys, src, full)
 	if res.Err == nil && full {
+		p.turnOnLocalnet()
 		p.needFull = false
 		p.dirty = g.foreign
 		p.lastFull = time.Now()
@@ -456,6 +481,9 @@ func (p *Proxier) cleanConntrack(ct conntrackCleaner, t *table, pl *plan, afterS
 	for _, c := range pl.changes {
 		flows = append(flows, staleFlows(c, afterStart)...)
 	}
+	for _, c := range pl.hostPorts {
+		flows = append(flows, hostPortStaleFlows(c, afterStart)...)
+	}
 	if len(flows) == 0 {
 		return
 	}
@@ -466,6 +494,21 @@ func (p *Proxier) cleanConntrack(ct conntrackCleaner, t *table, pl *plan, afterS
 		return
 	}
 	p.log.Debug("deleted stale UDP conntrack entries", "family", t.fam.nft.String(), "filters", len(flows), "deleted", n)
+}
+
+// turnOnLocalnet sets route_localnet once, when host ports are mapped:
+// the kernel then routes a connection from 127.0.0.1 out to a pod (which
+// the mapping's chain masquerades). A failure is logged and retried at
+// the next full sync: only ports on loopback addresses depend on it.
+func (p *Proxier) turnOnLocalnet() {
+	if p.cfg.HostPorts == nil || p.localnetOn {
+		return
+	}
+	if err := p.enableLocalnet(p.cfg.NetNS); err != nil {
+		p.log.Warn("enable route_localnet for host ports on 127.0.0.1", "err", err)
+		return
+	}
+	p.localnetOn = true
 }
 
 // report fills the installed counts, updates the metrics, logs and calls

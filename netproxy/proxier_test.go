@@ -226,18 +226,18 @@ func TestProxier_Metrics_CountInstalledObjects(t *testing.T) {
 	e := newProxierEnv(t, time.Hour, web, webSl)
 	e.run(t)
 	r := e.waitSync(t, "at start", isFull)
-	// 10 fixed chains with 19 rules (15, and 2 × 2 for the Service range
+	// 12 fixed chains with 24 rules (20, and 2 × 2 for the Service range
 	// in filter-forward and filter-output), plus web: 3 chains, 6 rules, 1
 	// element in service-ips and 2 in its endpoint map.
-	if r.Chains != 13 || r.Rules != 25 || r.Elements != 3 {
-		t.Errorf("result counts chains %d rules %d elements %d, want 13 25 3", r.Chains, r.Rules, r.Elements)
+	if r.Chains != 15 || r.Rules != 30 || r.Elements != 3 {
+		t.Errorf("result counts chains %d rules %d elements %d, want 15 30 3", r.Chains, r.Rules, r.Elements)
 	}
 	for _, m := range []struct {
 		name, label string
 		want        float64
 	}{
-		{"skiff_proxy_nft_objects", "chains", 13},
-		{"skiff_proxy_nft_objects", "rules", 25},
+		{"skiff_proxy_nft_objects", "chains", 15},
+		{"skiff_proxy_nft_objects", "rules", 30},
 		{"skiff_proxy_nft_objects", "elements", 3},
 		{"skiff_proxy_services", "", 1},
 		{"skiff_proxy_sync_duration_seconds", "full", 1},

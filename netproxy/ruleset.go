@@ -44,10 +44,21 @@ func rules(r ...[]nft.Stmt) [][]nft.Stmt { return r }
 func (f *family) tableChains() []chainDef {
 	noEndpointServices := rule(nft.VMap{Key: keyAddrProtoPort, Map: mapNoEndpointServices})
 	return []chainDef{
+		// Loopback addresses only come from the node itself: a host port
+		// on 127.0.0.1 is not for the network, even with route_localnet.
 		{nft.Chain{Name: "nat-prerouting", Type: nft.TypeNAT, Hook: nft.HookPrerouting, Priority: -100},
-			rules(rule(jump(chainServices)))},
+			rules(rule(jump(chainServices)),
+				rule(nft.MatchAddr{Field: nft.FieldDAddr, Net: f.loopback, Negate: true}, jump(chainHostPorts)))},
 		{nft.Chain{Name: "nat-output", Type: nft.TypeNAT, Hook: nft.HookOutput, Priority: -100},
-			rules(rule(jump(chainServices)))},
+			rules(rule(jump(chainServices)), rule(jump(chainHostPorts)))},
+		// route_localnet (set for host ports on 127.0.0.1) would also let
+		// the network reach the node's loopback services: what claims a
+		// loopback address and did not come in on lo is dropped before
+		// routing (and before NAT, which can only have rewritten it for
+		// replies to the node's own masqueraded connections).
+		{nft.Chain{Name: "filter-prerouting", Type: nft.TypeFilter, Hook: nft.HookPrerouting, Priority: -150},
+			rules(rule(nft.MatchAddr{Field: nft.FieldDAddr, Net: f.loopback}, nft.MatchLoopbackIn{Negate: true},
+				nft.Verdict{Kind: nft.Drop}))},
 		{nft.Chain{Name: "nat-postrouting", Type: nft.TypeNAT, Hook: nft.HookPostrouting, Priority: 100},
 			rules(rule(jump(chainMasquerading)))},
 		{nft.Chain{Name: "filter-input", Type: nft.TypeFilter, Hook: nft.HookInput, Priority: 0},
@@ -64,6 +75,11 @@ func (f *family) tableChains() []chainDef {
 			// route_localnet to be routed back out.
 			rule(nft.MatchAddr{Field: nft.FieldDAddr, Net: f.loopback, Negate: true}, nft.MatchLocalDst{},
 				nft.VMap{Key: keyProtoPort, Map: mapServiceNodePorts}))},
+		// Host ports published on one address first, then those on every
+		// local address: two lookups at most, whatever their number.
+		{nft.Chain{Name: chainHostPorts}, rules(
+			rule(nft.VMap{Key: keyAddrProtoPort, Map: mapHostPortIPs}),
+			rule(nft.MatchLocalDst{}, nft.VMap{Key: keyProtoPort, Map: mapHostPortAny}))},
 		{nft.Chain{Name: chainMasquerading}, rules(
 			rule(nft.MatchMarkUnset{Mark: masqueradeMark}, nft.Verdict{Kind: nft.Return}),
 			// Clearing the bit keeps a packet that is forwarded again (to
@@ -104,6 +120,8 @@ func (f *family) tableMaps() []nft.Set {
 		{Name: mapServiceNodePorts, Key: protoPort, Verdict: true},
 		{Name: mapNoEndpointServices, Key: addrProtoPort, Verdict: true},
 		{Name: mapNoEndpointNodePorts, Key: protoPort, Verdict: true},
+		{Name: mapHostPortIPs, Key: addrProtoPort, Verdict: true},
+		{Name: mapHostPortAny, Key: protoPort, Verdict: true},
 	}
 }
 

@@ -24,6 +24,8 @@ type table struct {
 	byService map[string][]string
 	// owners gives the port id owning each element slot (elemKey.slot).
 	owners map[elemKey]string
+	// hostPorts are the installed host port mappings by slot id.
+	hostPorts map[string]*installedHostPort
 	// synced is set by the first successful full sync: before it nothing
 	// is known about the conntrack table's history.
 	synced bool
@@ -66,6 +68,7 @@ func newTable(fam *family, name string) *table {
 		ports:     map[string]*installedPort{},
 		byService: map[string][]string{},
 		owners:    map[elemKey]string{},
+		hostPorts: map[string]*installedHostPort{},
 	}
 }
 
@@ -83,6 +86,8 @@ type plan struct {
 	changes []planned
 	// owners replaces (full) or updates (incremental) table.owners.
 	owners map[elemKey]string
+	// hostPorts are the host port mappings written (full: all of them).
+	hostPorts []hostPortChange
 }
 
 type planned struct {
@@ -90,9 +95,15 @@ type planned struct {
 	old, new *installedPort
 }
 
-// planFull builds the full resync of the table from every Service.
-// existingChains and existingSets are what the kernel has now.
+// planFull builds the full resync of the table from every Service, with
+// no host ports. existingChains and existingSets are what the kernel has
+// now.
 func (t *table) planFull(keys []string, src serviceSource, opts modelOptions, existingChains, existingSets []string, log *slog.Logger) *plan {
+	return t.planFullWith(keys, src, opts, nil, existingChains, existingSets, log)
+}
+
+// planFullWith is planFull with the node's host ports hps.
+func (t *table) planFullWith(keys []string, src serviceSource, opts modelOptions, hps []HostPort, existingChains, existingSets []string, log *slog.Logger) *plan {
 	var ports []*installedPort
 	for _, key := range keys {
 		svc, sls := src(key)
@@ -118,6 +129,12 @@ func (t *table) planFull(keys []string, src serviceSource, opts modelOptions, ex
 			p.changes = append(p.changes, planned{id: id, old: old})
 		}
 	}
+	p.hostPorts = t.planHostPorts(hps, true, log)
+	for _, c := range p.hostPorts {
+		if c.new != nil {
+			rules = append(rules, c.new.rules)
+		}
+	}
 	p.tx = t.fam.fullSyncTx(t.name, rules, existingChains, existingSets)
 	return p
 }
@@ -125,6 +142,12 @@ func (t *table) planFull(keys []string, src serviceSource, opts modelOptions, ex
 // planIncremental builds the batch rewriting the ports of the Services
 // keys name, nil when none of them changed.
 func (t *table) planIncremental(keys []string, src serviceSource, opts modelOptions, log *slog.Logger) *plan {
+	return t.planIncrementalWith(keys, src, opts, nil, log)
+}
+
+// planIncrementalWith is planIncremental that also brings the host port
+// mappings in line with *hps (nil: they did not change).
+func (t *table) planIncrementalWith(keys []string, src serviceSource, opts modelOptions, hps *[]HostPort, log *slog.Logger) *plan {
 	p := &plan{owners: map[elemKey]string{}}
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	for _, key := range keys {
@@ -166,6 +189,12 @@ func (t *table) planIncremental(keys []string, src serviceSource, opts modelOpti
 		changes = append(changes, portChange{old: c.old.rulesOrNil(), new: c.new.rulesOrNil()})
 	}
 	p.changes = kept
+	if hps != nil {
+		p.hostPorts = t.planHostPorts(*hps, false, log)
+		for _, c := range p.hostPorts {
+			changes = append(changes, c.portChange())
+		}
+	}
 	if len(changes) == 0 {
 		return nil
 	}
@@ -242,4 +271,5 @@ func (t *table) commit(p *plan) {
 			t.owners[slot] = id
 		}
 	}
+	t.commitHostPorts(p.hostPorts, p.full)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -30,6 +31,7 @@ import (
 	"skiff/server/controller/disruption"
 	"skiff/server/controller/endpoints"
 	"skiff/server/controller/endpointslice"
+	"skiff/server/controller/endpointslicemirroring"
 	"skiff/server/controller/eventttl"
 	"skiff/server/controller/garbagecollector"
 	"skiff/server/controller/job"
@@ -39,8 +41,10 @@ import (
 	"skiff/server/controller/podgc"
 	"skiff/server/controller/replicaset"
 	"skiff/server/controller/serviceaccount"
+	"skiff/server/controller/servicecidr"
 	"skiff/server/controller/servicelb"
 	"skiff/server/controller/statefulset"
+	"skiff/server/controller/storageversionmigration"
 	"skiff/server/controller/ttlafterfinished"
 	"skiff/server/leaderelect"
 	"skiff/server/scheduler"
@@ -63,6 +67,7 @@ type loops struct {
 	// identities, so RBAC and admission apply to them as to any client.
 	controllers, scheduler kubernetes.Interface
 	meta                   metadata.Interface
+	dynamic                dynamic.Interface
 	log                    *slog.Logger
 	// schedulerSettings are the profiles from --scheduler-config.
 	schedulerSettings scheduler.Settings
@@ -105,6 +110,9 @@ func newLoops(cfg Config, transport func(*auth.User) http.RoundTripper, log *slo
 		return nil, err
 	}
 	if l.meta, err = metadata.NewForConfig(inProcessConfig(transport(cm))); err != nil {
+		return nil, err
+	}
+	if l.dynamic, err = dynamic.NewForConfig(inProcessConfig(transport(cm))); err != nil {
 		return nil, err
 	}
 	if l.scheduler, err = kubernetes.NewForConfig(inProcessConfig(transport(sched))); err != nil {
@@ -198,6 +206,12 @@ func (l *loops) controllerList() []controller {
 		{"endpoint-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return endpoints.Run(ctx, endpoints.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
+		{"endpointslice-mirroring-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return endpointslicemirroring.Run(ctx, endpointslicemirroring.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"service-cidr-controller", func(ctx context.Context, f informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return servicecidr.Run(ctx, servicecidr.Config{Client: client, Informers: f, Logger: log})
+		}},
 		{"service-lb-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return servicelb.Run(ctx, servicelb.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
@@ -206,6 +220,9 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"replicaset-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return replicaset.Run(ctx, replicaset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
+		}},
+		{"replicationcontroller-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
+			return replicaset.RunReplicationControllers(ctx, replicaset.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
 		}},
 		{"deployment-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			return deployment.Run(ctx, deployment.Config{Client: client, Informers: f, Recorder: rec, Logger: log})
@@ -227,6 +244,9 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"serviceaccount-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return serviceaccount.Run(ctx, serviceaccount.Config{Client: client, CACert: l.caPEM, Logger: log})
+		}},
+		{"storage-version-migrator-controller", func(ctx context.Context, f informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return storageversionmigration.Run(ctx, storageversionmigration.Config{Client: client, Dynamic: l.dynamic, Discovery: client.Discovery(), Informers: f, Logger: log})
 		}},
 	}
 }

@@ -95,8 +95,17 @@ func (l *objectLookups) PodUID(ctx context.Context, namespace, name string) (str
 	return "", false, nil
 }
 
-// ServiceAccount implements admission.ObjectGetter.
+// ServiceAccount implements admission.ObjectGetter. A miss waits for the
+// watch cache to catch up with the store and looks again, as upstream's
+// plugin falls back to a live read: a client that has just created the
+// account and then its pod must not be told it does not exist.
 func (l *objectLookups) ServiceAccount(ctx context.Context, namespace, name string) *corev1.ServiceAccount {
+	if sa := get[corev1.ServiceAccount](l, "", "serviceaccounts", namespace, name); sa != nil {
+		return sa
+	}
+	if err := l.st.Cache().WaitCurrent(ctx); err != nil {
+		return nil
+	}
 	return get[corev1.ServiceAccount](l, "", "serviceaccounts", namespace, name)
 }
 
@@ -129,5 +138,6 @@ func (t tokenIssuer) IssueToken(r apiserver.TokenRequest) (string, time.Time, er
 	return t.i.Issue(serviceaccount.Request{
 		Namespace: r.Namespace, ServiceAccount: r.ServiceAccount, ServiceAccountUID: r.ServiceAccountUID,
 		Audiences: r.Audiences, Expiration: r.Expiration, PodName: r.PodName, PodUID: r.PodUID,
+		NodeName: r.NodeName, NodeUID: r.NodeUID,
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"skiff/server/auth/serviceaccount"
 	"skiff/server/certs"
 	"skiff/server/defaults"
+	"skiff/server/flowcontrol"
 	"skiff/server/join"
 	"skiff/server/registry"
 	"skiff/server/storage"
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("server token: %w", err)
 	}
 
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
+	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
 	if err != nil {
 		return err
 	}
@@ -148,10 +149,15 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { cancel(); <-cacheDone }()
 
 	lookups := &objectLookups{st: objects, reg: reg}
+	serveComponentStatuses(reg, st, lookups) // componentstatus.go
 	saKey := bundle.ServiceAccountKey()
+	issuerDiscovery, err := serviceaccount.NewDiscovery("", "", saKey.Public())
+	if err != nil {
+		return fmt.Errorf("service-account issuer discovery: %w", err)
+	}
 	var bootstrapped atomic.Bool
 	authz := rbac.New(lookups)
-	allocator := &admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
+	allocator := &admission.ServiceAllocator{Store: st, Objects: objects, Registry: reg, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
 	// kubectl logs/exec/attach/port-forward: proxied to the agents on 10250
 	// with a client certificate only they accept, their serving certs
 	// verified against the cluster CA.
@@ -163,7 +169,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// API Priority and Fairness: serves the mandatory configuration until
+	// its loop (started below) has read the real one.
+	apf := flowcontrol.New(flowcontrol.Config{Metrics: metricsReg, Logger: log.With("component", "flowcontrol")})
 	api, err := apiserver.New(apiserver.Config{
+		FlowControl:        apf,
 		Kubelet:            kubelet,
 		Registry:           reg,
 		Storage:            objects,
@@ -176,6 +186,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Extra: map[string]http.Handler{
 			"/openapi/*": newLazyOpenAPI(reg, cfg.Version.GitVersion),
 			"/metrics":   promhttp.HandlerFor(metricsReg, promhttp.HandlerOpts{}),
+			// OIDC discovery of the service-account issuer; RBAC lets
+			// service accounts read it (system:service-account-issuer-discovery).
+			serviceaccount.OpenIDConfigPath: issuerDiscovery.ConfigHandler(),
+			serviceaccount.JWKSPath:         issuerDiscovery.KeysHandler(),
 			// Profiling, as kube-apiserver serves it (--profiling defaults to
 			// on there); RBAC limits it like any non-resource path.
 			"/debug/pprof/*":       http.HandlerFunc(pprof.Index),
@@ -187,8 +201,10 @@ func Run(ctx context.Context, cfg Config) error {
 			admission.ServiceAccount{Get: lookups},
 			admission.Priority{Get: lookups},
 			admission.DefaultTolerations{Seconds: cfg.DefaultTolerationSeconds},
+			admission.RuntimeClass{Get: lookups},
 			allocator,
 			admission.RBACEscalation{Authorizer: authz},
+			admission.Certificates{Authorizer: authz, Get: lookups}, // signers' attest and sign; kubelets' PodCertificateRequests
 		},
 		Version: cfg.Version,
 		Logger:  log.With("component", "apiserver"),
@@ -197,6 +213,12 @@ func Run(ctx context.Context, cfg Config) error {
 			{Name: "etcd", Check: func(ctx context.Context) error { _, err := st.CurrentRevision(ctx); return err }},
 			{Name: "poststarthook/rbac/bootstrap-roles", ReadyOnly: true, Check: func(context.Context) error {
 				if !bootstrapped.Load() {
+					return errors.New("not finished")
+				}
+				return nil
+			}},
+			{Name: "poststarthook/priority-and-fairness-config-producer", ReadyOnly: true, Check: func(context.Context) error {
+				if !apf.Ready() {
 					return errors.New("not finished")
 				}
 				return nil
@@ -211,6 +233,25 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	system := &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
+	apfClient, err := kubernetes.NewForConfig(inProcessConfig(api.Transport(system)))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	apfDone := make(chan struct{})
+	go func() {
+		defer close(apfDone)
+		if err := apf.Run(ctx, apfClient); err != nil && ctx.Err() == nil {
+			log.Error("flow control stopped", "err", err)
+		}
+	}()
+	defer func() { cancel(); <-apfDone }()
+	// The default ServiceCIDR and the IPAddress of every Service address
+	// exist before anything allocates (admission/serviceips.go).
+	if err := allocator.Prepare(ctx, lookups); err != nil {
+		ln.Close()
+		return fmt.Errorf("service addresses: %w", err)
+	}
 	if err := bootstrap(ctx, api.Transport(system), bootstrapAddrs{serviceIP: serviceIP, serviceNet: serviceNet, clusterDNS: net.ParseIP(cfg.ClusterDNS),
 		advertise: advertiseAddress(cfg.AdvertiseAddress), port: ln.Addr().(*net.TCPAddr).Port}, log); err != nil {
 		ln.Close()

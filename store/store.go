@@ -149,6 +149,10 @@ type Store interface {
 	// order. afterRev 0 starts at the current revision (only new events);
 	// afterRev older than the compacted revision fails with ErrCompacted.
 	// The watch ends when ctx ends or Stop is called.
+	// Prefix "" watches every key. Each revision is exactly one event and
+	// nothing else (failed writes, Compact) moves the revision, so such a
+	// watch has consecutive revisions up to CurrentRevision: the API
+	// server's watch cache relies on it to know it has caught up.
 	Watch(ctx context.Context, prefix string, afterRev int64) (Watcher, error)
 	// Compact discards history at and below rev, keeping the newest value of
 	// every live key. Reads and watches below rev then fail with ErrCompacted.

@@ -47,7 +47,7 @@ func (k *Kubelet) adopt(ctx context.Context) {
 	}
 	for _, st := range list {
 		uid := types.UID(st.PodUID)
-		if pod, ok := known[uid]; ok && specOf(pod, st.Name) != nil && st.State != containers.StateCreated {
+		if pod, ok := known[uid]; ok && (specOf(pod, st.Name) != nil || ephemeralSpec(pod, st.Name) != nil) && st.State != containers.StateCreated {
 			adopted[uid] = append(adopted[uid], &ctrRecord{id: st.ID, name: st.Name, attempt: st.Attempt, logPath: st.LogPath, hash: st.Labels[labelHash], status: st})
 			continue
 		}

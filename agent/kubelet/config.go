@@ -43,6 +43,9 @@ type Runtime interface {
 	// Events streams the IDs of containers whose task exited; the channel
 	// closes when ctx ends.
 	Events(ctx context.Context) <-chan string
+	// UpdateResources changes a running container's cgroup limits (an
+	// in-place resize).
+	UpdateResources(ctx context.Context, id string, r containers.Resources) error
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, id string, req containers.ExecRequest) (int, error)
 }
@@ -124,6 +127,10 @@ type Config struct {
 	Env EnvFunc
 	// QoS computes classes and cgroup settings; nil fields use agent/qos.
 	QoS QoS
+	// RuntimeHandlers are the RuntimeClass handlers this node runs, each
+	// with its containerd runtime ("" = the runtime's default); nil means
+	// DefaultRuntimeHandlers.
+	RuntimeHandlers map[string]string
 	// StaticPodDir holds static pod manifests; empty disables static pods.
 	StaticPodDir string
 	// LogDir is the root of container logs (/var/log/pods).
@@ -176,6 +183,9 @@ func (c *Config) defaults() {
 	if c.LogDir == "" {
 		c.LogDir = "/var/log/pods"
 	}
+	if c.RuntimeHandlers == nil {
+		c.RuntimeHandlers = DefaultRuntimeHandlers()
+	}
 	if c.CgroupRoot == "" {
 		c.CgroupRoot = "/skiff"
 	}
@@ -211,8 +221,11 @@ func (c *Config) defaults() {
 	}
 	if c.Env == nil {
 		getter := podenv.ClientGetter{Client: c.Client}
+		// The node's allocatable is the default of unset limits.* in the
+		// downward API, as upstream.
+		opts := podenv.Options{NodeName: c.NodeName}
 		c.Env = func(ctx context.Context, pod *corev1.Pod, ct *corev1.Container, podIP, hostIP string) ([]string, error) {
-			return podenv.Resolve(ctx, getter, pod, ct, podIP, hostIP)
+			return podenv.ResolveWithOptions(ctx, getter, pod, ct, podIP, hostIP, opts)
 		}
 	}
 	if c.QoS.Class == nil {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"skiff/agent/podenv"
 	"skiff/agent/probe"
 	"skiff/agent/volumes"
 	"skiff/runtime/containers"
@@ -33,6 +34,10 @@ const (
 const labelHash = "io.skiff.container.hash"
 
 func specHash(c *corev1.Container) string {
+	// Resources are left out, as upstream's hash: a resize is applied in
+	// place (resize.go), not by a restart for a changed definition.
+	c = c.DeepCopy()
+	c.Resources, c.ResizePolicy = corev1.ResourceRequirements{}, nil
 	b, _ := json.Marshal(c)
 	h := fnv.New32a()
 	h.Write(b)
@@ -51,6 +56,8 @@ func isSidecar(c *corev1.Container) bool {
 // containers in order and, once they are done, the app containers.
 func (w *podWorker) runContainers(ctx context.Context, pod *corev1.Pod) {
 	w.handleKills(ctx, pod)
+	w.syncResize(ctx, pod)    // resize.go
+	w.syncEphemeral(ctx, pod) // ephemeral.go
 	if w.syncInit(ctx, pod) {
 		w.syncSidecars(ctx, pod)
 		for i := range pod.Spec.Containers {
@@ -170,6 +177,9 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *core
 		return
 	}
 	cc, err := w.containerConfig(ctx, pod, c, attempt)
+	if err == nil {
+		err = w.withPodRuntime(pod, c, &cc) // runtimeclass.go
+	}
 	if err != nil {
 		fail(reasonCreateContainerConfig, err.Error())
 		k.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
@@ -198,6 +208,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *core
 		now := k.now()
 		w.setField(func() {
 			rec.startFailed = true
+			rec.termMsg, rec.termRead = err.Error(), true // as the runtime's message upstream
 			rec.status.State, rec.status.ExitCode, rec.status.Reason = containers.StateExited, 128, "StartError"
 			rec.status.StartedAt, rec.status.FinishedAt = now, now
 		})
@@ -246,6 +257,7 @@ func (w *podWorker) removeRecord(ctx context.Context, r *ctrRecord) {
 	}
 	if r.logPath != "" && strings.HasPrefix(r.logPath, w.k.cfg.LogDir) {
 		_ = os.Remove(r.logPath)
+		_ = os.Remove(terminationFile(r.logPath))
 	}
 	w.k.forgetContainer(r.id)
 }
@@ -275,18 +287,27 @@ func (w *podWorker) containerConfig(ctx context.Context, pod *corev1.Pod, c *cor
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return containers.ContainerConfig{}, fmt.Errorf("log dir: %w", err)
 	}
+	logPath := filepath.Join(dir, strconv.FormatUint(uint64(attempt), 10)+".log")
+	if m, ok, err := terminationMount(c, logPath); err != nil {
+		return containers.ContainerConfig{}, fmt.Errorf("termination message file of %s: %w", c.Name, err)
+	} else if ok {
+		mounts = append(mounts, m)
+	}
 	hostname, _ := volumes.PodHostname(pod, k.cfg.ClusterDomain)
 	return containers.ContainerConfig{
 		PodUID: string(pod.UID), PodNamespace: pod.Namespace, PodName: pod.Name,
 		Name: c.Name, Attempt: attempt, Image: c.Image,
-		Command: c.Command, Args: c.Args, Env: env, WorkingDir: c.WorkingDir,
+		// $(VAR) in command and args expands from the container's
+		// environment, as upstream's ExpandContainerCommandAndArgs.
+		Command: podenv.ExpandCommand(c.Command, env), Args: podenv.ExpandCommand(c.Args, env),
+		Env: env, WorkingDir: c.WorkingDir,
 		Mounts: mounts, Hostname: hostname,
 		NetNSPath: w.netnsPath, HostNetwork: pod.Spec.HostNetwork,
 		CgroupParent: k.cfg.QoS.CgroupParent(k.cfg.CgroupRoot, pod),
 		Resources:    k.cfg.QoS.ContainerResources(pod, c),
 		Security:     k.cfg.QoS.Security(pod, c),
 		TTY:          c.TTY, Stdin: c.Stdin, StdinOnce: c.StdinOnce,
-		LogPath: filepath.Join(dir, strconv.FormatUint(uint64(attempt), 10)+".log"),
+		LogPath: logPath,
 		Labels:  map[string]string{labelHash: specHash(c)},
 	}, nil
 }

@@ -3,6 +3,8 @@ package kubelet
 import (
 	"errors"
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Lookup errors, for agent/stream.
@@ -103,6 +105,24 @@ func (k *Kubelet) ImagesInUse() map[string]bool {
 					out[r.status.ImageID] = true
 				}
 			}
+		}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+// NodePods are copies of the pods this node runs, each with the status
+// the kubelet last reported, for the kubelet API's /pods.
+func (k *Kubelet) NodePods() []corev1.Pod {
+	var out []corev1.Pod
+	for _, w := range k.allWorkers() {
+		w.mu.Lock()
+		if !w.removed {
+			p := w.pod.DeepCopy()
+			if w.lastStatus != nil {
+				p.Status = *w.lastStatus.DeepCopy()
+			}
+			out = append(out, *p)
 		}
 		w.mu.Unlock()
 	}

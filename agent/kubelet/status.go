@@ -22,6 +22,8 @@ func (w *podWorker) computeStatus(pod *corev1.Pod) corev1.PodStatus {
 	st := corev1.PodStatus{
 		QOSClass:  w.k.cfg.QoS.Class(pod),
 		StartTime: w.startTime,
+		// The generation this sync acted on, as the kubelet reports it.
+		ObservedGeneration: pod.Generation,
 	}
 	initialized, initFailed, terminal, netReady, podIP := w.initialized, w.initFailed, w.terminal, w.netReady, w.podIP
 	evicted, failReason := w.evicted, w.failReason
@@ -40,11 +42,13 @@ func (w *podWorker) computeStatus(pod *corev1.Pod) corev1.PodStatus {
 	for i := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, w.containerStatus(pod, &pod.Spec.Containers[i], false, initialized))
 	}
+	st.EphemeralContainerStatuses = w.ephemeralStatuses(pod, initialized) // ephemeral.go
 	st.Phase = w.phase(pod, st, initialized, initFailed)
 	if last := w.getLast(); terminal && last != nil && isTerminalPhase(last.Phase) {
 		st.Phase = last.Phase
 	}
 	st.Conditions = w.conditions(pod, st, initialized, netReady && !terminal)
+	w.resizeStatus(pod, &st) // resize.go
 	if evicted != "" {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, failReason, evicted
 		if failReason == "Evicted" {
@@ -105,7 +109,7 @@ func (w *podWorker) phase(pod *corev1.Pod, st corev1.PodStatus, initialized, ini
 	return corev1.PodPending
 }
 
-func terminatedState(s containers.ContainerStatus) *corev1.ContainerStateTerminated {
+func terminatedState(s containers.ContainerStatus, message string) *corev1.ContainerStateTerminated {
 	reason := s.Reason
 	if reason == "" {
 		reason = "Error"
@@ -114,7 +118,7 @@ func terminatedState(s containers.ContainerStatus) *corev1.ContainerStateTermina
 		}
 	}
 	return &corev1.ContainerStateTerminated{
-		ExitCode: s.ExitCode, Reason: reason,
+		ExitCode: s.ExitCode, Reason: reason, Message: message,
 		StartedAt:   metav1.NewTime(s.StartedAt).Rfc3339Copy(),
 		FinishedAt:  metav1.NewTime(s.FinishedAt).Rfc3339Copy(),
 		ContainerID: containerIDPrefix + s.ID,
@@ -127,14 +131,18 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, isInit
 	rs := append([]*ctrRecord(nil), w.ctrs[c.Name]...)
 	wait, hasWait := w.waiting[c.Name]
 	statuses := make([]containers.ContainerStatus, len(rs))
+	messages := make([]string, len(rs))
 	for i, r := range rs {
-		statuses[i] = r.status
+		statuses[i], messages[i] = r.status, r.termMsg
 	}
 	w.mu.Unlock()
 	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: new(bool)}
 	if len(rs) == 0 {
+		// As upstream's default waiting state: every container of a pod
+		// with init containers (later init containers included) waits
+		// with PodInitializing until it is created.
 		reason := reasonContainerCreating
-		if !isInit && !initialized {
+		if len(pod.Spec.InitContainers) > 0 {
 			reason = reasonPodInitializing
 		}
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason}
@@ -151,7 +159,7 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, isInit
 	cs.ImageID = s.ImageID
 	cs.ContainerID = containerIDPrefix + last.id
 	if len(rs) > 1 {
-		cs.LastTerminationState.Terminated = terminatedState(statuses[len(rs)-2])
+		cs.LastTerminationState.Terminated = terminatedState(statuses[len(rs)-2], messages[len(rs)-2])
 	}
 	switch s.State {
 	case containers.StateRunning:
@@ -164,9 +172,9 @@ func (w *podWorker) containerStatus(pod *corev1.Pod, c *corev1.Container, isInit
 	case containers.StateExited:
 		if hasWait {
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: wait.reason, Message: wait.message}
-			cs.LastTerminationState.Terminated = terminatedState(s)
+			cs.LastTerminationState.Terminated = terminatedState(s, messages[len(rs)-1])
 		} else {
-			cs.State.Terminated = terminatedState(s)
+			cs.State.Terminated = terminatedState(s, messages[len(rs)-1])
 			cs.Ready = isInit && !isSidecar(c) && s.ExitCode == 0
 		}
 	default:
@@ -191,7 +199,7 @@ func unready(statuses []corev1.ContainerStatus) []string {
 // conditions are the kubelet-owned conditions.
 func (w *podWorker) conditions(pod *corev1.Pod, st corev1.PodStatus, initialized, sandboxReady bool) []corev1.PodCondition {
 	mk := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
 		if ok {
 			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
 		}
@@ -254,6 +262,7 @@ func gateTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
 var ownConditions = map[corev1.PodConditionType]bool{
 	corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
 	corev1.PodReady: true, corev1.ContainersReady: true,
+	corev1.PodResizePending: true, corev1.PodResizeInProgress: true,
 }
 
 // withTransitions carries lastTransitionTime over from prev when a

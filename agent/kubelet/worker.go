@@ -24,6 +24,10 @@ type ctrRecord struct {
 	// startFailed: Start returned an error; the container counts as exited.
 	startFailed bool
 	status      containers.ContainerStatus
+	// termMsg is state.terminated.message, read once termRead is set
+	// (after the attempt exited; see termination.go).
+	termMsg  string
+	termRead bool
 }
 
 func (r *ctrRecord) running() bool { return r.status.State == containers.StateRunning }
@@ -70,6 +74,11 @@ type podWorker struct {
 	startTime   *metav1.Time
 	lastStatus  *corev1.PodStatus
 	wakeAt      time.Time
+	// runtimeName is the containerd runtime of the pod's RuntimeClass,
+	// once handlerOK (runtimeclass.go).
+	runtimeName string
+	handlerOK   bool
+	resize      resizeState // resize.go
 }
 
 func newPodWorker(k *Kubelet, pod *corev1.Pod, static bool, adopted []*ctrRecord) *podWorker {
@@ -185,6 +194,7 @@ func (w *podWorker) sync(ctx context.Context) bool {
 		return w.terminate(ctx, pod, removed)
 	}
 	w.refresh(ctx)
+	w.admit(pod)
 	if w.evicted == "" && !w.terminal && w.pastDeadline(pod) {
 		w.setField(func() {
 			w.evicted, w.failReason = "Pod was active on the node longer than the specified deadline", "DeadlineExceeded"
@@ -249,6 +259,7 @@ func (w *podWorker) refreshOne(ctx context.Context, r *ctrRecord) {
 		return // keeps the StartError state made when Start failed
 	}
 	w.setField(func() { r.status = st })
+	w.noteTermination(ctx, r)
 }
 
 // last is the newest attempt of a container.
@@ -263,6 +274,9 @@ func (w *podWorker) last(name string) *ctrRecord {
 // prepare gives the pod its network, volumes and files.
 func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod) error {
 	k := w.k
+	if err := w.resolveRuntimeHandler(ctx, pod); err != nil {
+		return err
+	}
 	if !w.netReady {
 		if pod.Spec.HostNetwork {
 			w.setField(func() { w.podIP, w.netReady = k.cfg.NodeIP, true })

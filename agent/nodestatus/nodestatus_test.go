@@ -603,3 +603,29 @@ func TestDetectNodeIPs_DefaultRouteInterfaceFirst(t *testing.T) {
 		t.Fatalf("detected %v, %v: want one global unicast address on this machine", ips, err)
 	}
 }
+
+func TestSyncStatus_ExtendedResourceAdvertisedByOthers_IsKept(t *testing.T) {
+	fakeRes := corev1.ResourceName("example.com/fakecpu")
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-1"},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{fakeRes: resource.MustParse("800"), "kubernetes.io/stale": resource.MustParse("1")},
+			// Allocatable follows capacity, whatever it said before.
+			Allocatable: corev1.ResourceList{fakeRes: resource.MustParse("5")},
+		}})
+	if err := newReporter(t, testConfig(t, cs)).SyncStatus(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n := getNode(t, cs, "edge-1")
+	if q := n.Status.Capacity[fakeRes]; q.Cmp(resource.MustParse("800")) != 0 {
+		t.Errorf("capacity of %s = %s, want 800 kept", fakeRes, q.String())
+	}
+	if q := n.Status.Allocatable[fakeRes]; q.Cmp(resource.MustParse("800")) != 0 {
+		t.Errorf("allocatable of %s = %s, want 800", fakeRes, q.String())
+	}
+	if _, ok := n.Status.Capacity["kubernetes.io/stale"]; ok {
+		t.Error("a kubernetes.io resource nobody reports was kept")
+	}
+	if _, ok := n.Status.Capacity[corev1.ResourceCPU]; !ok {
+		t.Error("cpu capacity missing")
+	}
+}

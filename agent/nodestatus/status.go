@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -183,6 +184,9 @@ func (r *Reporter) status(ctx context.Context, old *corev1.Node) (corev1.NodeSta
 	if err != nil {
 		return corev1.NodeStatus{}, err
 	}
+	if old != nil {
+		keepExtended(capacity, old.Status.Capacity)
+	}
 	st := corev1.NodeStatus{
 		Capacity:        capacity,
 		Allocatable:     allocatable(capacity, r.cfg.Reserved),
@@ -218,6 +222,29 @@ func (r *Reporter) status(ctx context.Context, old *corev1.Node) (corev1.NodeSta
 	}
 	st.Conditions = r.conditions(oldConds, msg)
 	return st, nil
+}
+
+// keepExtended carries over extended resources (example.com/foo) that
+// someone else advertised in the node's capacity, as the kubelet does:
+// no device plugin of ours owns them, and dropping them would make the
+// pods that request them unschedulable.
+func keepExtended(capacity, old corev1.ResourceList) {
+	for name, q := range old {
+		if _, ok := capacity[name]; !ok && isExtendedResource(name) {
+			capacity[name] = q.DeepCopy()
+		}
+	}
+}
+
+// isExtendedResource is upstream's IsExtendedResourceName: a domain-
+// qualified name outside kubernetes.io, not a quota "requests." name.
+func isExtendedResource(name corev1.ResourceName) bool {
+	n := string(name)
+	domain, _, qualified := strings.Cut(n, "/")
+	if !qualified || domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") {
+		return false
+	}
+	return !strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix)
 }
 
 func allocatable(capacity, reserved corev1.ResourceList) corev1.ResourceList {

@@ -137,8 +137,10 @@ func FormatMap(m map[string]string) string {
 // limits.ephemeral-storage, requests.cpu, requests.memory,
 // requests.ephemeral-storage (and hugepages-*), divided by divisor (default
 // 1) and rounded up; cpu values are in whole cores (or divisor units, e.g.
-// "1m"). An unset limit takes the node's allocatable from allocatable when
-// given (as the kubelet does); an unset request defaults to its limit.
+// "1m"). An unset (or zero) cpu, memory or ephemeral-storage limit takes
+// the pod-level limit when set, else the node's allocatable (as the
+// kubelet's defaultPodLimitsForDownwardAPI); an unset request defaults to
+// its limit.
 func ResourceValue(pod *corev1.Pod, containerName, res string, divisor resource.Quantity, allocatable corev1.ResourceList) (string, error) {
 	c := findContainer(pod, containerName)
 	if c == nil {
@@ -158,9 +160,7 @@ func ResourceValue(pod *corev1.Pod, containerName, res string, divisor resource.
 	var q resource.Quantity
 	var found bool
 	if kind == "limits" {
-		if q, found = c.Resources.Limits[rn]; !found {
-			q = allocatable[rn]
-		}
+		q = effectiveLimit(pod, c, rn, allocatable)
 	} else if q, found = c.Resources.Requests[rn]; !found {
 		q = c.Resources.Limits[rn]
 	}
@@ -173,6 +173,47 @@ func ResourceValue(pod *corev1.Pod, containerName, res string, divisor resource.
 	}
 	v := int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))
 	return strconv.FormatInt(v, 10), nil
+}
+
+// NeedsAllocatable reports whether resourceFieldRef res of the named
+// container defaults to the node's allocatable: a cpu, memory or
+// ephemeral-storage limit the container does not set (or sets to zero).
+// Callers read the Node only then.
+func NeedsAllocatable(pod *corev1.Pod, containerName, res string) bool {
+	c := findContainer(pod, containerName)
+	name, ok := strings.CutPrefix(res, "limits.")
+	if c == nil || !ok {
+		return false
+	}
+	rn := corev1.ResourceName(name)
+	if rn != corev1.ResourceCPU && rn != corev1.ResourceMemory && rn != corev1.ResourceEphemeralStorage {
+		return false
+	}
+	q, set := c.Resources.Limits[rn]
+	return !set || q.IsZero()
+}
+
+// effectiveLimit is c's limit of rn with the kubelet's downward-API
+// defaults. Hugepages are never defaulted: they are never overcommitted,
+// so a container using them always has a limit.
+func effectiveLimit(pod *corev1.Pod, c *corev1.Container, rn corev1.ResourceName, allocatable corev1.ResourceList) resource.Quantity {
+	if q, ok := c.Resources.Limits[rn]; ok && !q.IsZero() {
+		return q
+	}
+	if rn != corev1.ResourceCPU && rn != corev1.ResourceMemory && rn != corev1.ResourceEphemeralStorage {
+		return c.Resources.Limits[rn]
+	}
+	def, ok := allocatable[rn]
+	if !ok {
+		return c.Resources.Limits[rn]
+	}
+	// Pod-level resources (cpu and memory only) cap every container.
+	if pr := pod.Spec.Resources; pr != nil && rn != corev1.ResourceEphemeralStorage {
+		if q, ok := pr.Limits[rn]; ok && !q.IsZero() {
+			def = q
+		}
+	}
+	return def
 }
 
 func findContainer(pod *corev1.Pod, name string) *corev1.Container {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestExpand(t *testing.T) {
@@ -262,6 +265,138 @@ func TestExpandSubPath(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Fatalf("got %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func svc(ns, name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+}
+
+func TestResolve_ServiceLinks_Table(t *testing.T) {
+	port := func(p int32) corev1.ServicePort { return corev1.ServicePort{Port: p, Protocol: corev1.ProtocolTCP} }
+	services := []runtime.Object{
+		svc("default", "kubernetes", "10.43.0.1", corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}),
+		svc("ns1", "fooservice", "10.43.0.20", port(8765)),
+		svc("ns1", "headless", corev1.ClusterIPNone, port(80)),
+		svc("ns1", "external", "", port(80)),
+		svc("other", "elsewhere", "10.43.0.30", port(80)),
+	}
+	fooVars := []string{
+		"FOOSERVICE_SERVICE_HOST=10.43.0.20", "FOOSERVICE_SERVICE_PORT=8765", "FOOSERVICE_PORT=tcp://10.43.0.20:8765",
+		"FOOSERVICE_PORT_8765_TCP=tcp://10.43.0.20:8765", "FOOSERVICE_PORT_8765_TCP_PROTO=tcp",
+		"FOOSERVICE_PORT_8765_TCP_PORT=8765", "FOOSERVICE_PORT_8765_TCP_ADDR=10.43.0.20",
+	}
+	f := false
+	tests := []struct {
+		name    string
+		links   *bool
+		extra   []runtime.Object
+		want    []string // must be present
+		wantNot []string // prefixes that must be absent
+	}{
+		{name: "services of the pod's namespace by default", want: append([]string{"KUBERNETES_SERVICE_HOST=10.43.0.1"}, fooVars...),
+			wantNot: []string{"HEADLESS_", "EXTERNAL_", "ELSEWHERE_"}},
+		{name: "enableServiceLinks false keeps only kubernetes", links: &f,
+			want: []string{"KUBERNETES_SERVICE_HOST=10.43.0.1"}, wantNot: []string{"FOOSERVICE_"}},
+		{name: "a kubernetes Service of the pod's namespace wins", extra: []runtime.Object{svc("ns1", "kubernetes", "10.43.0.99", port(80))},
+			want: []string{"KUBERNETES_SERVICE_HOST=10.43.0.99", "KUBERNETES_SERVICE_PORT=80"}, wantNot: []string{"KUBERNETES_SERVICE_PORT_HTTPS"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fake.NewClientset(append(services, tt.extra...)...)
+			pod := testPod()
+			pod.Spec.EnableServiceLinks = tt.links
+			got, err := Resolve(context.Background(), ClientGetter{cs}, pod, &pod.Spec.Containers[0], "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("missing %q in %q", w, got)
+				}
+			}
+			for _, kv := range got {
+				for _, p := range tt.wantNot {
+					if strings.HasPrefix(kv, p) {
+						t.Errorf("unexpected %q", kv)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestResolve_ServicesUnreadable_ConfigError(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	pod := testPod()
+	_, err := Resolve(context.Background(), ClientGetter{cs}, pod, &pod.Spec.Containers[0], "", "")
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "failed to list services") {
+		t.Fatalf("err = %v", err)
+	}
+	// A static pod starts without them instead.
+	pod.Annotations["kubernetes.io/config.source"] = "file"
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{ev("A", "a")}
+	got, err := Resolve(context.Background(), ClientGetter{cs}, pod, &pod.Spec.Containers[0], "", "")
+	if err != nil || !reflect.DeepEqual(got, []string{"A=a"}) {
+		t.Fatalf("static pod: got %q, %v", got, err)
+	}
+}
+
+func TestResolve_LimitDefaults_Table(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		"cpu": resource.MustParse("3"), "memory": resource.MustParse("2Gi"), "ephemeral-storage": resource.MustParse("10Gi")}}}
+	res := func(r, div string) corev1.EnvVar {
+		s := &corev1.ResourceFieldSelector{Resource: r}
+		if div != "" {
+			s.Divisor = resource.MustParse(div)
+		}
+		return corev1.EnvVar{Name: strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(r)), ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: s}}
+	}
+	env := []corev1.EnvVar{res("limits.cpu", ""), res("limits.memory", "1Mi"), res("limits.ephemeral-storage", "1Gi")}
+	tests := []struct {
+		name     string
+		limits   corev1.ResourceList
+		podLimit corev1.ResourceList
+		nodes    []runtime.Object
+		want     []string
+		wantErr  string
+	}{
+		{name: "unset limits read the node's allocatable", nodes: []runtime.Object{node},
+			want: []string{"LIMITS_CPU=3", "LIMITS_MEMORY=2048", "LIMITS_EPHEMERAL_STORAGE=10"}},
+		{name: "zero limits read the node's allocatable", nodes: []runtime.Object{node},
+			limits: corev1.ResourceList{"cpu": resource.MustParse("0"), "memory": resource.MustParse("0")},
+			want:   []string{"LIMITS_CPU=3", "LIMITS_MEMORY=2048", "LIMITS_EPHEMERAL_STORAGE=10"}},
+		{name: "pod-level limits cap cpu and memory", nodes: []runtime.Object{node},
+			podLimit: corev1.ResourceList{"cpu": resource.MustParse("1500m"), "memory": resource.MustParse("512Mi")},
+			want:     []string{"LIMITS_CPU=2", "LIMITS_MEMORY=512", "LIMITS_EPHEMERAL_STORAGE=10"}},
+		{name: "set limits need no node",
+			limits: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("64Mi"), "ephemeral-storage": resource.MustParse("1Gi")},
+			want:   []string{"LIMITS_CPU=1", "LIMITS_MEMORY=64", "LIMITS_EPHEMERAL_STORAGE=1"}},
+		{name: "a missing node is an error", wantErr: "failed to find node object node-a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			c := &pod.Spec.Containers[0]
+			c.Resources = corev1.ResourceRequirements{Limits: tt.limits}
+			if tt.podLimit != nil {
+				pod.Spec.Resources = &corev1.ResourceRequirements{Limits: tt.podLimit}
+			}
+			c.Env = env
+			got, err := ResolveWithOptions(context.Background(), ClientGetter{fake.NewClientset(tt.nodes...)}, pod, c, "", "", Options{NodeName: "node-a"})
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}

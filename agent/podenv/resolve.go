@@ -1,7 +1,8 @@
 // Package podenv computes a container's environment the way the kubelet
 // does: envFrom, then env with $(VAR) expansion and valueFrom (ConfigMap and
-// Secret keys, downward API fields and resources), then the service
-// variables of the default/kubernetes Service.
+// Secret keys, downward API fields and resources), then the service link
+// variables (default/kubernetes and, with enableServiceLinks, every Service
+// of the pod's namespace).
 package podenv
 
 import (
@@ -33,9 +34,15 @@ type Getter interface {
 	// which apierrors.IsNotFound is true.
 	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
 	// Service returns the Service ns/name. Resolve asks only for
-	// default/kubernetes, to inject KUBERNETES_SERVICE_HOST and the other
-	// link variables; any error (not found included) just leaves them out.
+	// default/kubernetes, whose link variables every pod gets; a missing
+	// one leaves them out.
 	Service(ctx context.Context, ns, name string) (*corev1.Service, error)
+	// Services lists the Services of namespace ns: with enableServiceLinks
+	// (the default) each one's link variables are injected.
+	Services(ctx context.Context, ns string) ([]corev1.Service, error)
+	// Node returns the named Node: its allocatable is what limits.* of a
+	// container without that limit report.
+	Node(ctx context.Context, name string) (*corev1.Node, error)
 }
 
 // ClientGetter is a Getter reading straight from the API server.
@@ -56,11 +63,29 @@ func (g ClientGetter) Service(ctx context.Context, ns, name string) (*corev1.Ser
 	return g.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
+// Services implements Getter.
+func (g ClientGetter) Services(ctx context.Context, ns string) ([]corev1.Service, error) {
+	list, err := g.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Node implements Getter.
+func (g ClientGetter) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return g.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
 // Options are Resolve's optional inputs.
 type Options struct {
 	// NodeAllocatable is used by resourceFieldRef limits.* for a container
-	// without that limit (the kubelet's behaviour); nil gives "0".
+	// without that limit (the kubelet's behaviour).
 	NodeAllocatable corev1.ResourceList
+	// NodeName, when NodeAllocatable is nil, names the Node whose
+	// allocatable is read (through the Getter, only when a limits.*
+	// reference needs it). With neither, an unset limit reads "0".
+	NodeName string
 }
 
 // Resolve returns container c's environment as KEY=VALUE, see
@@ -74,12 +99,22 @@ func Resolve(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Container
 // valid variable names skipped; a later source overrides an earlier one),
 // then env in order (later entries override; values expand $(VAR) against
 // everything defined before them and the service variables), then the
-// service variables of default/kubernetes not already set. A missing
-// non-optional ConfigMap, Secret or key is an error (wrapping ErrConfig)
+// service link variables not already set: default/kubernetes' always, and
+// those of every Service of the pod's namespace unless
+// enableServiceLinks is false. A missing non-optional ConfigMap, Secret or
+// key, or Services that cannot be read, is an error (wrapping ErrConfig)
 // that names it.
 func ResolveWithOptions(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, opts Options) ([]string, error) {
 	env := newOrdered()
-	svc := serviceEnv(ctx, g)
+	svc, err := serviceEnv(ctx, g, pod)
+	switch {
+	case err != nil && isStatic(pod):
+		// As upstream, a static pod does not wait for the API: it starts
+		// without the link variables it cannot read.
+		svc = newOrdered()
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	for _, from := range c.EnvFrom {
 		if err := addEnvFrom(ctx, g, pod.Namespace, from, env); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -92,12 +127,13 @@ func ResolveWithOptions(ctx context.Context, g Getter, pod *corev1.Pod, c *corev
 		v, ok := svc.vals[name]
 		return v, ok
 	}
+	alloc := allocatableOnce(ctx, g, opts)
 	for _, ev := range c.Env {
 		val := ev.Value
 		if val != "" {
 			val = Expand(val, lookup)
 		} else if ev.ValueFrom != nil {
-			v, skip, err := valueFrom(ctx, g, pod, c, ev, podIP, hostIP, opts)
+			v, skip, err := valueFrom(ctx, g, pod, c, ev, podIP, hostIP, alloc)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 			}
@@ -118,6 +154,31 @@ func ResolveWithOptions(ctx context.Context, g Getter, pod *corev1.Pod, c *corev
 		out = append(out, k+"="+env.vals[k])
 	}
 	return out, nil
+}
+
+// allocatableOnce returns the node allocatable of opts, reading the Node
+// at most once and only when asked.
+func allocatableOnce(ctx context.Context, g Getter, opts Options) func() (corev1.ResourceList, error) {
+	var (
+		done  bool
+		alloc corev1.ResourceList
+		err   error
+	)
+	return func() (corev1.ResourceList, error) {
+		if opts.NodeAllocatable != nil || opts.NodeName == "" {
+			return opts.NodeAllocatable, nil
+		}
+		if !done {
+			done = true
+			var n *corev1.Node
+			if n, err = g.Node(ctx, opts.NodeName); err == nil {
+				alloc = n.Status.Allocatable
+			} else {
+				err = fmt.Errorf("failed to find node object %s for the default limits: %w", opts.NodeName, err)
+			}
+		}
+		return alloc, err
+	}
 }
 
 // ordered is a map that remembers first insertion order.
@@ -181,7 +242,7 @@ func addEnvFrom(ctx context.Context, g Getter, ns string, from corev1.EnvFromSou
 
 // valueFrom resolves one env var's valueFrom; skip is true when an
 // optional source is missing and the variable is left out.
-func valueFrom(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Container, ev corev1.EnvVar, podIP, hostIP string, opts Options) (val string, skip bool, err error) {
+func valueFrom(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Container, ev corev1.EnvVar, podIP, hostIP string, alloc func() (corev1.ResourceList, error)) (val string, skip bool, err error) {
 	ns := pod.Namespace
 	vf := ev.ValueFrom
 	switch {
@@ -197,7 +258,13 @@ func valueFrom(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Contain
 		if name == "" {
 			name = c.Name
 		}
-		v, err := ResourceValue(pod, name, ref.Resource, ref.Divisor, opts.NodeAllocatable)
+		var allocatable corev1.ResourceList
+		if NeedsAllocatable(pod, name, ref.Resource) {
+			if allocatable, err = alloc(); err != nil {
+				return "", false, fmt.Errorf("env %s: %w", ev.Name, err)
+			}
+		}
+		v, err := ResourceValue(pod, name, ref.Resource, ref.Divisor, allocatable)
 		if err != nil {
 			return "", false, fmt.Errorf("env %s: %w", ev.Name, err)
 		}
@@ -242,18 +309,50 @@ func valueFrom(ctx context.Context, g Getter, pod *corev1.Pod, c *corev1.Contain
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// serviceEnv returns the Docker-link style variables of default/kubernetes.
-func serviceEnv(ctx context.Context, g Getter) *ordered {
+// isStatic reports whether the pod came from a manifest file rather than
+// the API (the kubelet's kubernetes.io/config.source annotation).
+func isStatic(pod *corev1.Pod) bool {
+	src, ok := pod.Annotations["kubernetes.io/config.source"]
+	return ok && src != "api"
+}
+
+// serviceEnv returns the Docker-link style variables the pod gets, as the
+// kubelet's getServiceEnvVarMap: default/kubernetes always, and with
+// enableServiceLinks (nil counts as the API default, true) every Service
+// of the pod's namespace with a cluster IP; a Service of the pod's own
+// namespace wins over default/kubernetes of the same name. Services are
+// taken in name order so the result is stable.
+func serviceEnv(ctx context.Context, g Getter, pod *corev1.Pod) (*ordered, error) {
+	byName := map[string]*corev1.Service{}
+	master, err := g.Service(ctx, metav1.NamespaceDefault, "kubernetes")
+	switch {
+	case err == nil && master != nil:
+		byName[master.Name] = master
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("failed to get service default/kubernetes when setting up env vars: %w", err)
+	}
+	if links := pod.Spec.EnableServiceLinks; links == nil || *links {
+		list, err := g.Services(ctx, pod.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
+		}
+		for i := range list {
+			byName[list[i].Name] = &list[i]
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	out := newOrdered()
-	svc, err := g.Service(ctx, metav1.NamespaceDefault, "kubernetes")
-	if err != nil || svc == nil {
-		return out
+	for _, n := range names {
+		for _, kv := range ServiceLinkEnv(byName[n]) {
+			k, v, _ := strings.Cut(kv, "=")
+			out.set(k, v)
+		}
 	}
-	for _, kv := range ServiceLinkEnv(svc) {
-		k, v, _ := strings.Cut(kv, "=")
-		out.set(k, v)
-	}
-	return out
+	return out, nil
 }
 
 // ServiceLinkEnv returns the variables the kubelet injects for a Service

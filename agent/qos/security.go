@@ -11,10 +11,12 @@ import (
 // runAsUser/runAsGroup; supplementalGroups come from the pod, followed by
 // fsGroup (the kubelet adds it to every container's groups);
 // privileged, readOnlyRootFilesystem, capabilities and
-// allowPrivilegeEscalation are container-only. A privileged container, or
+// allowPrivilegeEscalation are container-only; the pod's sysctls apply to
+// every container (CheckSysctls admitted them). A privileged container, or
 // one adding SYS_ADMIN, may always escalate privileges (no_new_privs off).
 func Security(pod *corev1.Pod, c *corev1.Container) containers.Security {
 	var s containers.Security
+	s.Sysctls = podSysctls(pod)
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		s.RunAsUser = copyInt64(psc.RunAsUser)
 		s.RunAsGroup = copyInt64(psc.RunAsGroup)

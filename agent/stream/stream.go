@@ -10,6 +10,7 @@
 //	    /attach/{ns}/{pod}/{container}?stdin=1&stdout=1&stderr=1&tty=1
 //	    /portForward/{ns}/{pod}[?port=..]
 //	GET /healthz
+//	GET /pods, /metrics (when configured)
 //
 // exec and attach speak the remotecommand protocols over SPDY (v1–v4) and
 // WebSocket (v4, v5 and the base64 variants); portForward speaks SPDY,
@@ -92,6 +93,10 @@ type Config struct {
 	StreamCreationTimeout time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
+	// PodList, if set, serves GET /pods (the kubelet's pod list).
+	PodList PodLister
+	// Metrics, if set, serves GET /metrics.
+	Metrics http.Handler
 }
 
 // Server is the streaming server.
@@ -161,6 +166,12 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprint(w, "ok")
 	})
 	mux.Handle("GET /containerLogs/{ns}/{pod}/{container}", s.authorized(http.HandlerFunc(s.serveLogs)))
+	if s.cfg.PodList != nil {
+		mux.Handle("GET /pods", s.authorized(http.HandlerFunc(s.servePods))) // pods.go
+	}
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.authorized(s.cfg.Metrics))
+	}
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
 		mux.Handle("GET "+p, s.authorized(lingerUpgrades(s.remoteCommand(false))))
 		mux.Handle("POST "+p, s.authorized(lingerUpgrades(s.remoteCommand(false))))

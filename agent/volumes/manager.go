@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// Now is the clock (time.Now when nil); tests inject one to drive
 	// token refresh.
 	Now func() time.Time
+	// PodCertificates issues podCertificate projections (none when nil:
+	// pods using them do not start).
+	PodCertificates PodCertificates
 }
 
 // Manager sets up and tears down pod volumes. It is safe for concurrent use.
@@ -132,12 +136,13 @@ func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod) (Volumes, error) {
 	}
 	vols := Volumes{}
 	var errs []error
+	bundles := m.trustBundles(ctx) // trustbundles.go: one list for all volumes
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if err := ctx.Err(); err != nil {
 			return vols, err
 		}
-		path, err := m.setupVolume(ctx, pod, v)
+		path, err := m.setupVolume(ctx, pod, v, bundles)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err))
 			if !written(path) {
@@ -149,7 +154,7 @@ func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod) (Volumes, error) {
 	return vols, errors.Join(errs...)
 }
 
-func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (string, error) {
+func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, bundles func() ([]certificatesv1.ClusterTrustBundle, error)) (string, error) {
 	uid := string(pod.UID)
 	src := v.VolumeSource
 	switch {
@@ -171,14 +176,14 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 		return dir, m.write(dir, p, err, pod)
 	case src.DownwardAPI != nil:
 		dir := m.volumeDir(uid, pluginDownward, v.Name)
-		p, err := downwardPayload(pod, src.DownwardAPI.Items, mode(src.DownwardAPI.DefaultMode))
+		p, err := downwardPayload(pod, src.DownwardAPI.Items, mode(src.DownwardAPI.DefaultMode), m.allocatable(ctx))
 		return dir, m.write(dir, p, err, pod)
 	case src.Projected != nil:
 		dir := m.volumeDir(uid, pluginProjected, v.Name)
 		if err := memoryBacked(dir); err != nil {
 			return dir, err
 		}
-		p, err := m.projectedPayload(ctx, pod, v.Name, src.Projected)
+		p, err := m.projectedPayload(ctx, pod, v.Name, src.Projected, bundles)
 		return dir, m.write(dir, p, err, pod)
 	case src.PersistentVolumeClaim != nil:
 		return m.setupClaim(ctx, pod.Namespace, src.PersistentVolumeClaim.ClaimName)
@@ -263,6 +268,9 @@ func (m *Manager) Teardown(ctx context.Context, podUID string) error {
 	}
 	delete(m.podLocks, podUID)
 	m.mu.Unlock()
+	if m.cfg.PodCertificates != nil {
+		m.cfg.PodCertificates.Forget(podUID)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,8 +186,9 @@ func keysPayload(kind, name string, data map[string][]byte, items []corev1.KeyTo
 	return p, nil
 }
 
-// downwardPayload renders downwardAPI items from the pod.
-func downwardPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def os.FileMode) (payload, error) {
+// downwardPayload renders downwardAPI items from the pod; alloc gives the
+// node's allocatable, the default of limits.* a container does not set.
+func downwardPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def os.FileMode, alloc func() (corev1.ResourceList, error)) (payload, error) {
 	p := payload{}
 	for _, it := range items {
 		if err := validatePath(it.Path); err != nil {
@@ -199,7 +201,13 @@ func downwardPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def 
 			val, err = podenv.FieldValue(pod, it.FieldRef.FieldPath, "", "")
 		case it.ResourceFieldRef != nil:
 			r := it.ResourceFieldRef
-			val, err = podenv.ResourceValue(pod, r.ContainerName, r.Resource, r.Divisor, nil)
+			var allocatable corev1.ResourceList
+			if podenv.NeedsAllocatable(pod, r.ContainerName, r.Resource) {
+				allocatable, err = alloc()
+			}
+			if err == nil {
+				val, err = podenv.ResourceValue(pod, r.ContainerName, r.Resource, r.Divisor, allocatable)
+			}
 		default:
 			err = fmt.Errorf("item %q has neither fieldRef nor resourceFieldRef", it.Path)
 		}
@@ -216,7 +224,7 @@ func downwardPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def 
 }
 
 // projectedPayload merges every source of a projected volume.
-func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, volName string, src *corev1.ProjectedVolumeSource) (payload, error) {
+func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, volName string, src *corev1.ProjectedVolumeSource, bundles func() ([]certificatesv1.ClusterTrustBundle, error)) (payload, error) {
 	def := mode(src.DefaultMode)
 	out := payload{}
 	for i, s := range src.Sources {
@@ -228,7 +236,7 @@ func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, volName
 		case s.Secret != nil:
 			p, err = m.secretPayload(ctx, pod.Namespace, s.Secret, def)
 		case s.DownwardAPI != nil:
-			p, err = downwardPayload(pod, s.DownwardAPI.Items, def)
+			p, err = downwardPayload(pod, s.DownwardAPI.Items, def, m.allocatable(ctx))
 		case s.ServiceAccountToken != nil:
 			var tok string
 			tok, err = m.token(ctx, pod, fmt.Sprintf("%s/%s/%d", pod.UID, volName, i), s.ServiceAccountToken)
@@ -237,8 +245,12 @@ func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, volName
 					p = payload{filepath.Clean(s.ServiceAccountToken.Path): tokenFile(pod, tok, def)}
 				}
 			}
+		case s.ClusterTrustBundle != nil:
+			p, err = trustBundlePayload(s.ClusterTrustBundle, def, bundles) // trustbundles.go
+		case s.PodCertificate != nil:
+			p, err = m.podCertificatePayload(ctx, pod, fmt.Sprintf("%s/%s/%d", pod.UID, volName, i), s.PodCertificate, def) // podcert.go
 		default:
-			err = fmt.Errorf("%w: projected source %d (only configMap, secret, downwardAPI, serviceAccountToken)", ErrUnsupported, i)
+			err = fmt.Errorf("%w: projected source %d (only configMap, secret, downwardAPI, serviceAccountToken, clusterTrustBundle, podCertificate)", ErrUnsupported, i)
 		}
 		if err != nil {
 			return nil, err

@@ -124,6 +124,13 @@ func (b *ruleBuilder) stmt(s Stmt) error {
 	case MatchLocalDst:
 		b.add(&expr.Fib{Register: reg(0), FlagDADDR: true, ResultADDRTYPE: true},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg(0), Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
+	case MatchLoopbackIn:
+		op := expr.CmpOpEq
+		if s.Negate {
+			op = expr.CmpOpNeq
+		}
+		b.add(&expr.Meta{Key: expr.MetaKeyIIF, Register: reg(0)},
+			&expr.Cmp{Op: op, Register: reg(0), Data: native32(loopbackIfindex)})
 	case MatchMarkUnset:
 		b.add(loadMark(),
 			&expr.Bitwise{SourceRegister: reg(0), DestRegister: reg(0), Len: 4, Mask: native32(s.Mark), Xor: native32(0)},
@@ -176,6 +183,10 @@ func (b *ruleBuilder) stmt(s Stmt) error {
 	}
 	return nil
 }
+
+// loopbackIfindex is the loopback interface's index in every network
+// namespace (the kernel's LOOPBACK_IFINDEX).
+const loopbackIfindex = 1
 
 func loadMark() expr.Any { return &expr.Meta{Key: expr.MetaKeyMARK, Register: reg(0)} }
 

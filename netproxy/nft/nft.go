@@ -176,6 +176,11 @@ type MatchDPort struct{ Port uint16 }
 // addresses (fib daddr type local).
 type MatchLocalDst struct{}
 
+// MatchLoopbackIn matches packets that came in on the loopback interface
+// (iif "lo"; it is interface 1 in every network namespace), or, Negate,
+// on any other.
+type MatchLoopbackIn struct{ Negate bool }
+
 // MatchMarkUnset matches when none of Mark's bits are set in the packet
 // mark (meta mark & Mark == 0).
 type MatchMarkUnset struct{ Mark uint32 }
@@ -238,6 +243,7 @@ func (MatchAddr) isStmt()       {}
 func (MatchProto) isStmt()      {}
 func (MatchDPort) isStmt()      {}
 func (MatchLocalDst) isStmt()   {}
+func (MatchLoopbackIn) isStmt() {}
 func (MatchMarkUnset) isStmt()  {}
 func (MatchSAddrInSet) isStmt() {}
 func (VMap) isStmt()            {}
@@ -286,6 +292,12 @@ func netString(n *net.IPNet) string {
 func (s MatchProto) Render(Family) string  { return "meta l4proto " + s.Proto.String() }
 func (s MatchDPort) Render(Family) string  { return fmt.Sprintf("th dport %d", s.Port) }
 func (MatchLocalDst) Render(Family) string { return "fib daddr type local" }
+func (s MatchLoopbackIn) Render(Family) string {
+	if s.Negate {
+		return `iif != "lo"`
+	}
+	return `iif "lo"`
+}
 func (s MatchMarkUnset) Render(Family) string {
 	return fmt.Sprintf("meta mark & 0x%08x == 0x00000000", s.Mark)
 }

@@ -48,6 +48,8 @@ func everyStatement(fam Family) *Tx {
 		{MatchAddr{Field: FieldSAddr, Net: mustCIDR(odd)}, Verdict{Kind: Return}},
 		{MatchProto{Proto: UDP}, MatchDPort{Port: 53}, Counter{}, Verdict{Kind: Accept}},
 		{MatchLocalDst{}, VMap{Key: protoPort, Map: pair.Name}},
+		{MatchAddr{Field: FieldDAddr, Net: host}, MatchLoopbackIn{Negate: true}, Verdict{Kind: Drop}},
+		{MatchLoopbackIn{}, Verdict{Kind: Accept}},
 		{VMap{Key: addrProtoPort, Map: triple.Name}},
 		{VMap{Key: []Field{FieldDPort}, Map: ports.Name}},
 		{MatchSAddrInSet{Set: seen.Name}, goTo("b")},

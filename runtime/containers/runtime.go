@@ -273,13 +273,17 @@ func (r *Runtime) Create(ctx context.Context, cc ContainerConfig) (string, error
 		return "", fmt.Errorf("containers: image %s config: %w", cc.Image, err)
 	}
 	id := newID()
+	runtimeName := r.cfg.RuntimeName
+	if cc.RuntimeName != "" {
+		runtimeName = cc.RuntimeName
+	}
 	_, err = r.client.NewContainer(ctx, id,
 		client.WithContainerLabels(containerLabels(cc, cfgDesc.Digest.String())),
 		client.WithImage(img),
 		client.WithImageStopSignal(img, "SIGTERM"),
 		client.WithSnapshotter(r.cfg.Snapshotter),
 		client.WithNewSnapshot(id, img),
-		client.WithRuntime(r.cfg.RuntimeName, nil),
+		client.WithRuntime(runtimeName, nil),
 		client.WithNewSpec(specOptions(img, imgSpec.Config, cc, id, r.swapAccounting)...),
 	)
 	if err != nil {

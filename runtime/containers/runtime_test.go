@@ -89,6 +89,28 @@ func TestContainerRunsToExit(t *testing.T) {
 				cc.Security.AllowPrivilegeEscalation = &f
 			},
 			wantReason: ReasonCompleted, wantLog: "NoNewPrivs:\t1\n"},
+		{name: "no no_new_privs when escalation is not disallowed",
+			cfg: func(cc *ContainerConfig) {
+				cc.Command = []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"}
+			},
+			wantReason: ReasonCompleted, wantLog: "NoNewPrivs:\t0\n"},
+		{name: "pod sysctls are set in the container's IPC namespace",
+			cfg: func(cc *ContainerConfig) {
+				cc.Command = []string{"cat", "/proc/sys/kernel/shm_rmid_forced"}
+				cc.Security.Sysctls = map[string]string{"kernel.shm_rmid_forced": "1"}
+			},
+			wantReason: ReasonCompleted, wantLog: "1\n"},
+		{name: "a 0666 file bind-mounted under /dev is writable by a non-root user",
+			cfg: func(cc *ContainerConfig) {
+				f := filepath.Join(t.TempDir(), "0.termination-log")
+				if err := os.WriteFile(f, nil, 0o666); err != nil || os.Chmod(f, 0o666) != nil {
+					t.Fatal(err)
+				}
+				cc.Mounts = []Mount{{HostPath: f, ContainerPath: "/dev/termination-custom-log"}}
+				cc.Security.RunAsUser = i64(10000)
+				cc.Command = []string{"sh", "-c", "echo -n DONE > /dev/termination-custom-log && cat /dev/termination-custom-log"}
+			},
+			wantReason: ReasonCompleted, wantLog: "DONE"},
 		{name: "privileged sees host devices and may mount",
 			cfg: func(cc *ContainerConfig) {
 				cc.Command = []string{"sh", "-c", "test -e /dev/kmsg && mkdir /m && mount -t tmpfs none /m && echo mounted"}
@@ -155,7 +177,7 @@ func TestLogsAreCRIFormatWithBothStreams(t *testing.T) {
 			t.Fatalf("not a CRI log line: %q", l)
 		}
 	}
-	if got := logText(t, cc.LogPath, "stdout"); got != "out1\nno newline\n" {
+	if got := logText(t, cc.LogPath, "stdout"); got != "out1\nno newline" { // an unterminated last line stays so, as containerd's
 		t.Fatalf("stdout %q", got)
 	}
 	if got := logText(t, cc.LogPath, "stderr"); got != "err1\n" {

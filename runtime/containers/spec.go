@@ -103,6 +103,9 @@ func namespaceOptions(cc ContainerConfig) []oci.SpecOpts {
 	if cc.Hostname != "" && !cc.HostNetwork {
 		opts = append(opts, oci.WithHostname(cc.Hostname))
 	}
+	if cc.PIDNamespacePath != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: cc.PIDNamespacePath}))
+	}
 	return opts
 }
 
@@ -188,16 +191,44 @@ func securityOptions(sec Security) []oci.SpecOpts {
 		if drop := capNames(sec.CapDrop); len(drop) > 0 {
 			opts = append(opts, oci.WithDroppedCapabilities(drop))
 		}
-		// As the kubelet: no_new_privs only when escalation is explicitly
-		// disallowed (a nil AllowPrivilegeEscalation means allowed).
-		if sec.AllowPrivilegeEscalation != nil && !*sec.AllowPrivilegeEscalation {
-			opts = append(opts, oci.WithNoNewPrivileges)
+	}
+	// As the kubelet: no_new_privs only when escalation is explicitly
+	// disallowed (a nil AllowPrivilegeEscalation means allowed), and never
+	// for a privileged container. Set both ways: containerd's default spec
+	// turns it on.
+	nnp := !sec.Privileged && sec.AllowPrivilegeEscalation != nil && !*sec.AllowPrivilegeEscalation
+	opts = append(opts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Process == nil {
+			s.Process = &specs.Process{}
 		}
+		s.Process.NoNewPrivileges = nnp
+		return nil
+	})
+	if len(sec.Sysctls) > 0 {
+		opts = append(opts, withSysctls(sec.Sysctls))
 	}
 	if sec.ReadOnlyRootFilesystem {
 		opts = append(opts, oci.WithRootFSReadonly())
 	}
 	return opts
+}
+
+// withSysctls puts sysctls in linux.sysctl: runc writes them after joining
+// the container's namespaces, so IPC sysctls land in its IPC namespace and
+// net.* ones in the pod's network namespace.
+func withSysctls(sysctls map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range sysctls {
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
 }
 
 // userOptions sets the process user: RunAsUser (with its primary group from

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -96,14 +97,44 @@ func TestNoNewPrivilegesOnlyWhenEscalationIsDisallowed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &oci.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{}}, Linux: &specs.Linux{}}
-			for _, o := range securityOptions(tt.sec) {
-				if err := o(context.Background(), nil, &containers.Container{}, s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			// containerd's default spec, which turns no_new_privs on.
+			s := mustSpec(t, namespaces.WithNamespace(context.Background(), "test"), securityOptions(tt.sec))
 			if s.Process.NoNewPrivileges != tt.want {
 				t.Fatalf("NoNewPrivileges = %v, want %v", s.Process.NoNewPrivileges, tt.want)
+			}
+		})
+	}
+}
+
+func mustSpec(t *testing.T, ctx context.Context, opts []oci.SpecOpts) oci.Spec {
+	t.Helper()
+	s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c1"}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *s
+}
+
+func TestSysctlsGoToLinuxSysctl(t *testing.T) {
+	tests := []struct {
+		name string
+		sec  Security
+		want map[string]string
+	}{
+		{name: "none leaves the default", sec: Security{}, want: nil},
+		{name: "pod sysctls are set", sec: Security{Sysctls: map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.ip_local_port_range": "1024 65000"}},
+			want: map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.ip_local_port_range": "1024 65000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustSpec(t, namespaces.WithNamespace(context.Background(), "test"), securityOptions(tt.sec))
+			if len(s.Linux.Sysctl) != len(tt.want) {
+				t.Fatalf("sysctl %v, want %v", s.Linux.Sysctl, tt.want)
+			}
+			for k, v := range tt.want {
+				if s.Linux.Sysctl[k] != v {
+					t.Fatalf("sysctl %v, want %v", s.Linux.Sysctl, tt.want)
+				}
 			}
 		})
 	}

@@ -66,6 +66,10 @@ type Security struct {
 	// "ALL"), without the CAP_ prefix.
 	CapAdd  []string
 	CapDrop []string
+	// Sysctls are the pod's namespaced sysctls (name → value), set by the
+	// OCI runtime inside the container's namespaces (IPC ones in its IPC
+	// namespace, net.* in the pod's network namespace it joins).
+	Sysctls map[string]string
 }
 
 // ContainerConfig is everything needed to create one container of a pod.
@@ -90,6 +94,12 @@ type ContainerConfig struct {
 	// NetNSPath is the pod's network namespace; empty with HostNetwork.
 	NetNSPath   string
 	HostNetwork bool
+	// PIDNamespacePath is a process namespace to join instead of a new one
+	// (/proc/<pid>/ns/pid of an ephemeral container's target).
+	PIDNamespacePath string
+	// RuntimeName is the containerd runtime of the pod's RuntimeClass
+	// handler; empty means Config.RuntimeName.
+	RuntimeName string
 	// CgroupParent is the pod's cgroupfs path, e.g. /skiff/burstable/pod<uid>.
 	CgroupParent string
 	Resources    Resources

@@ -77,9 +77,9 @@ func TestWriterSplitsOutputIntoCRIRecords(t *testing.T) {
 		{name: "unterminated text waits for its newline",
 			writes: []struct{ stream, text string }{{"stdout", "ab"}, {"stdout", "c\nd"}},
 			want:   []string{"stdout F abc"}},
-		{name: "close flushes an unterminated line as full",
+		{name: "close flushes an unterminated line as partial",
 			writes: []struct{ stream, text string }{{"stderr", "tail"}}, close: true,
-			want: []string{"stderr F tail"}},
+			want: []string{"stderr P tail"}},
 		{name: "streams buffer separately",
 			writes: []struct{ stream, text string }{{"stdout", "o"}, {"stderr", "e\n"}, {"stdout", "k\n"}},
 			want:   []string{"stderr F e", "stdout F ok"}},
@@ -349,9 +349,9 @@ func TestFollowSeesNewOutputAcrossRotations(t *testing.T) {
 				}
 			}
 			fmt.Fprint(out, "no newline")
-			want += "no newline\n"
+			want += "no newline" // Close flushes it as a partial record: no newline added
 			waitFor(t, "followed output", func() bool {
-				return strings.HasPrefix(want, got.String()) && len(got.String()) >= len(want)-len("no newline\n")
+				return strings.HasPrefix(want, got.String()) && len(got.String()) >= len(want)-len("no newline")
 			})
 			if err := w.Close(); err != nil {
 				t.Fatal(err)

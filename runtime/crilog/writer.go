@@ -92,9 +92,11 @@ func (w *Writer) Stream(name string) io.Writer {
 	return s
 }
 
-// Close flushes every stream's unterminated line (as a full record, as
-// containerd does at end of output) and closes the file.
-func (w *Writer) Close() error { return w.close(tagFull) }
+// Close flushes every stream's unterminated line and closes the file. The
+// line goes out as a partial record, as containerd's CRI logger does at end
+// of output: readers then show it without a newline ("echo -n DONE" logs
+// "DONE", which the termination message fallback reports as is).
+func (w *Writer) Close() error { return w.close(tagPartial) }
 
 // Detach is Close for output that goes on in a later Writer on the same
 // path (an agent restart): unterminated lines are written as partial

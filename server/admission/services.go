@@ -18,36 +18,43 @@ import (
 
 	"skiff/server/apiserver"
 	"skiff/server/registry"
+	"skiff/server/storage"
 	"skiff/store"
 )
 
 // ServiceAllocator gives Services their cluster IP and node ports. Each
-// allocation is a key in the state store, created with compare-and-swap, so
-// two API servers (or two racing requests) can never hand out the same
-// address: the store decides who got it.
+// allocation is created in the state store with compare-and-swap, so two
+// API servers (or two racing requests) can never hand out the same address
+// or port: the store decides who got it. An address is an IPAddress
+// object (serviceips.go), a node port a bare key.
 type ServiceAllocator struct {
 	Store store.Store
-	// CIDR is the Service address range (10.43.0.0/16).
+	// Objects and Registry reach the IPAddress and ServiceCIDR objects.
+	Objects  *storage.Storage
+	Registry *registry.Registry
+	// CIDR is the Service address range of --service-cidr (10.43.0.0/16);
+	// ServiceCIDR objects add more.
 	CIDR *net.IPNet
 	// NodePortMin and NodePortMax bound node ports (30000-32767).
 	NodePortMin, NodePortMax int
 	Log                      *slog.Logger
 }
 
-const (
-	ipPrefix   = "/allocations/serviceips/"
-	portPrefix = "/allocations/nodeports/"
-)
+const portPrefix = "/allocations/nodeports/"
 
 // Admit implements apiserver.Admitter.
 func (p *ServiceAllocator) Admit(ctx context.Context, a apiserver.AdmissionAttributes) error {
 	svc, ok := a.Object.(*corev1.Service)
-	if !ok || a.Subresource != "" || a.DryRun && a.Op == apiserver.OpUpdate {
+	if !ok || a.Subresource != "" {
 		return nil
 	}
 	old, _ := a.Old.(*corev1.Service)
+	dropTypeDependentFields(svc, old)
+	if a.DryRun && a.Op == apiserver.OpUpdate {
+		return nil
+	}
 	owner := string(svc.UID)
-	if err := p.clusterIP(ctx, svc, old, owner, a.DryRun); err != nil {
+	if err := p.clusterIP(ctx, svc, old, a.DryRun); err != nil {
 		return err
 	}
 	if err := p.nodePorts(ctx, svc, old, owner, a.DryRun); err != nil {
@@ -87,27 +94,39 @@ func (p *ServiceAllocator) healthCheckNodePort(ctx context.Context, svc, old *co
 	return nil
 }
 
-func (p *ServiceAllocator) clusterIP(ctx context.Context, svc, old *corev1.Service, owner string, dry bool) error {
+func (p *ServiceAllocator) clusterIP(ctx context.Context, svc, old *corev1.Service, dry bool) error {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
-		return nil
+		return nil // validation refuses any address left here
+	}
+	if old != nil && old.Spec.Type == corev1.ServiceTypeExternalName {
+		old = nil // it held nothing: leaving ExternalName allocates afresh
+	}
+	if svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) > 0 {
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0] // only the plural given; [""] asks for one
 	}
 	if old != nil && old.Spec.ClusterIP != "" && svc.Spec.ClusterIP == "" {
 		svc.Spec.ClusterIP = old.Spec.ClusterIP // kubectl apply drops it; it stays
 	}
+	ranges := p.ranges()
 	switch ip := svc.Spec.ClusterIP; {
 	case ip == corev1.ClusterIPNone:
 	case old != nil && ip == old.Spec.ClusterIP:
 	case ip != "":
 		parsed := net.ParseIP(ip)
-		if parsed == nil || !p.CIDR.Contains(parsed) {
-			return invalid(svc, field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), ip, fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, p.CIDR)))
+		path := field.NewPath("spec", "clusterIPs").Index(0)
+		if parsed == nil {
+			return invalid(svc, field.Invalid(path, ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
 		}
-		if err := p.claim(ctx, ipPrefix+ip, owner, dry); err != nil {
-			return invalid(svc, field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), ip, fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip)))
+		if _, err := rangeOf(ranges, parsed); err != nil {
+			return invalid(svc, field.Invalid(path, ip, fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, describeRanges(ranges))))
+		}
+		if err := p.claimIP(ctx, parsed, svc, dry); errors.Is(err, store.ErrExists) {
+			return invalid(svc, field.Invalid(path, ip, fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", ip)))
+		} else if err != nil {
+			return apierrors.NewInternalError(err)
 		}
 	default:
-		ip, err := p.allocateIP(ctx, owner, dry)
+		ip, err := p.allocateIP(ctx, svc, ranges, dry)
 		if err != nil {
 			return err
 		}
@@ -115,6 +134,9 @@ func (p *ServiceAllocator) clusterIP(ctx context.Context, svc, old *corev1.Servi
 	}
 	svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
 	family := corev1.IPv4Protocol
+	if ip := net.ParseIP(svc.Spec.ClusterIP); ip != nil {
+		family = ipFamily(ip)
+	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone && len(svc.Spec.Selector) == 0 && svc.Spec.IPFamilyPolicy == nil {
 		policy := corev1.IPFamilyPolicyRequireDualStack // upstream's choice for headless without selector
 		svc.Spec.IPFamilyPolicy = &policy
@@ -133,7 +155,7 @@ func invalid(svc *corev1.Service, errs ...*field.Error) error {
 	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, errs)
 }
 
-// claim creates the allocation key; it fails if someone holds it. A dry run
+// claim creates a node port key; it fails if someone holds it. A dry run
 // only checks.
 func (p *ServiceAllocator) claim(ctx context.Context, key, owner string, dry bool) error {
 	if dry {
@@ -146,20 +168,43 @@ func (p *ServiceAllocator) claim(ctx context.Context, key, owner string, dry boo
 	return err
 }
 
-// allocateIP picks a free address: random probes first (cheap while the
-// range is sparse), then a scan, so a nearly full range still finds a hole.
-func (p *ServiceAllocator) allocateIP(ctx context.Context, owner string, dry bool) (string, error) {
-	size := rangeSize(p.CIDR)
-	if size < 3 {
-		return "", apierrors.NewInternalError(fmt.Errorf("service CIDR %s is too small", p.CIDR))
+// allocateIP picks a free address of the Service's family from the first
+// range that has one: random probes first (cheap while the range is
+// sparse), then a scan, so a nearly full range still finds a hole.
+func (p *ServiceAllocator) allocateIP(ctx context.Context, svc *corev1.Service, ranges []*net.IPNet, dry bool) (string, error) {
+	want := corev1.IPv4Protocol
+	if len(svc.Spec.IPFamilies) > 0 {
+		want = svc.Spec.IPFamilies[0]
+	}
+	for _, n := range ranges {
+		if ipFamily(n.IP) != want {
+			continue
+		}
+		ip, err := p.allocateIPIn(ctx, svc, n, dry)
+		if !errors.Is(err, errRangeFull) {
+			return ip, err
+		}
+	}
+	return "", apierrors.NewInternalError(errors.New("failed to allocate a serviceIP: range is full"))
+}
+
+var errRangeFull = errors.New("range is full")
+
+func (p *ServiceAllocator) allocateIPIn(ctx context.Context, svc *corev1.Service, n *net.IPNet, dry bool) (string, error) {
+	size := rangeSize(n)
+	if size < 4 {
+		return "", errRangeFull
 	}
 	try := func(off int64) (string, bool, error) {
-		ip := offsetIP(p.CIDR, off).String()
-		err := p.claim(ctx, ipPrefix+ip, owner, dry)
+		ip := offsetIP(n, off)
+		err := p.claimIP(ctx, ip, svc, dry)
 		if errors.Is(err, store.ErrExists) {
 			return "", false, nil
 		}
-		return ip, err == nil, err
+		if err != nil {
+			return "", false, apierrors.NewInternalError(err)
+		}
+		return ip.String(), true, nil
 	}
 	// Offset 0 is the network address, 1 the API server's own Service,
 	// size-1 the broadcast address.
@@ -173,7 +218,7 @@ func (p *ServiceAllocator) allocateIP(ctx context.Context, owner string, dry boo
 			return ip, err
 		}
 	}
-	return "", apierrors.NewInternalError(errors.New("failed to allocate a serviceIP: range is full"))
+	return "", errRangeFull
 }
 
 func rangeSize(n *net.IPNet) int64 {
@@ -275,6 +320,9 @@ func (p *ServiceAllocator) Release(ctx context.Context, res *registry.Resource, 
 		return
 	}
 	kept, _ := keep.(*corev1.Service)
+	if ip := serviceIP(svc); ip != "" && (kept == nil || serviceIP(kept) != ip) {
+		p.freeIP(ctx, ip, svc)
+	}
 	for _, key := range allocationKeys(svc) {
 		if kept != nil && contains(allocationKeys(kept), key) {
 			continue
@@ -283,11 +331,9 @@ func (p *ServiceAllocator) Release(ctx context.Context, res *registry.Resource, 
 	}
 }
 
+// allocationKeys are the node port keys a Service holds.
 func allocationKeys(svc *corev1.Service) []string {
 	var keys []string
-	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		keys = append(keys, ipPrefix+ip)
-	}
 	if needsNodePorts(svc.Spec.Type) {
 		for _, port := range svc.Spec.Ports {
 			if port.NodePort != 0 {
@@ -328,8 +374,8 @@ type ServiceLister interface {
 }
 
 // Repair frees allocations no Service holds (left behind by a crash between
-// allocating and storing) until ctx ends, as upstream's repair controllers
-// do. An allocation is freed only when it was already orphaned, unchanged,
+// allocating and storing) and records Service addresses that lost their
+// IPAddress until ctx ends, as upstream's repair controllers do. An allocation is freed only when it was already orphaned, unchanged,
 // one interval earlier: its Service may be on its way to the store.
 func (p *ServiceAllocator) Repair(ctx context.Context, services ServiceLister, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -364,22 +410,23 @@ func (p *ServiceAllocator) repairOnce(ctx context.Context, services ServiceListe
 			used[k] = true
 		}
 	}
-	next := map[string]int64{}
-	for _, prefix := range []string{ipPrefix, portPrefix} {
-		list, err := p.Store.List(ctx, store.ListOptions{Prefix: prefix})
-		if err != nil {
-			return nil, err
+	next, err := p.repairIPs(ctx, svcs, suspects)
+	if err != nil {
+		return nil, err
+	}
+	list, err := p.Store.List(ctx, store.ListOptions{Prefix: portPrefix})
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range list.Items {
+		if used[kv.Key] {
+			continue
 		}
-		for _, kv := range list.Items {
-			if used[kv.Key] {
-				continue
-			}
-			if rev, ok := suspects[kv.Key]; ok && rev == kv.ModRevision {
-				p.Store.Delete(ctx, kv.Key, kv.ModRevision)
-				continue
-			}
-			next[kv.Key] = kv.ModRevision
+		if rev, ok := suspects[kv.Key]; ok && rev == kv.ModRevision {
+			p.Store.Delete(ctx, kv.Key, kv.ModRevision)
+			continue
 		}
+		next[kv.Key] = kv.ModRevision
 	}
 	return next, nil
 }

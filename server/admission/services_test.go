@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -14,18 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff/server/apiserver"
-	"skiff/store/sqlite"
+	"skiff/server/apiserver/apitest"
 )
 
 func newAllocator(t *testing.T, cidr string, portMin, portMax int) *ServiceAllocator {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv := apitest.Start(t, apitest.Options{})
 	_, n, _ := net.ParseCIDR(cidr)
-	return &ServiceAllocator{Store: st, CIDR: n, NodePortMin: portMin, NodePortMax: portMax}
+	return &ServiceAllocator{Store: srv.Store, Objects: srv.Storage, Registry: srv.Registry, CIDR: n, NodePortMin: portMin, NodePortMax: portMax}
 }
 
 func svc(name string, typ corev1.ServiceType) *corev1.Service {

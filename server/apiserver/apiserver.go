@@ -66,6 +66,8 @@ type Config struct {
 	// Kubelet forwards pods/log, exec, attach and portforward to the
 	// agents (optional: without it they answer 503).
 	Kubelet *KubeletProxy
+	// FlowControl admits each request by priority and fairness (optional).
+	FlowControl FlowControl
 }
 
 // Check is one named health check.
@@ -104,14 +106,14 @@ func New(cfg Config) (*Server, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("apiserver: scheme: %w", err)
 	}
-	return &Server{cfg: cfg, proto: protobuf.NewSerializer(scheme, scheme), fields: newFieldManagers(scheme),
+	return &Server{cfg: cfg, proto: protobuf.NewSerializer(scheme, scheme), fields: newFieldManagers(scheme, cfg.Registry),
 		reg: cfg.Registry, st: cfg.Storage, log: cfg.Logger}, nil
 }
 
 // Handler is the whole API: health, version, discovery and resources.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.recoverPanics, s.authenticate, s.authorize)
+	r.Use(s.instrument, s.recoverPanics, s.authenticate, s.impersonate, s.flowControl, s.authorize)
 	r.Get("/healthz", s.health(false))
 	r.Get("/livez", s.health(false))
 	r.Get("/readyz", s.health(true))
@@ -158,6 +160,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := splitPath(r.URL.Path)
 	switch {
+	// "/api/" and "/apis/" are "/api" and "/apis" (kubectl proxy users
+	// and its conformance test ask with the slash).
+	case len(parts) == 1 && parts[0] == "api" && r.Method == http.MethodGet:
+		s.serveAPIVersions(w, r)
+	case len(parts) == 1 && parts[0] == "apis" && r.Method == http.MethodGet:
+		s.serveAPIGroups(w, r)
 	case len(parts) == 2 && parts[0] == "api" && r.Method == http.MethodGet:
 		s.serveResourceList(w, r, "", parts[1])
 	case len(parts) == 2 && parts[0] == "apis" && r.Method == http.MethodGet:

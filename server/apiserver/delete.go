@@ -193,6 +193,12 @@ func without(fin []string, f string) []string {
 }
 
 func setDeleting(acc metav1.Object, grace int64) {
+	// The first deletionTimestamp changes what controllers of the object
+	// may do, so it counts as a new generation (as upstream's BeforeDelete
+	// and markAsDeleting do).
+	if acc.GetDeletionTimestamp() == nil && acc.GetGeneration() > 0 {
+		acc.SetGeneration(acc.GetGeneration() + 1)
+	}
 	now := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second).Truncate(time.Second))
 	acc.SetDeletionTimestamp(&now)
 	acc.SetDeletionGracePeriodSeconds(&grace)

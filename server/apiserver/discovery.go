@@ -35,11 +35,18 @@ func subresources(res *registry.Resource) []subresource {
 	case res.Group == "" && res.Name == "pods":
 		out = append(out,
 			subresource{name: "binding", kind: schema.GroupVersionKind{Version: "v1", Kind: "Binding"}, verbs: []string{"create"}},
+			subresource{name: "ephemeralcontainers", verbs: []string{"get", "patch", "update"}},
+			subresource{name: "resize", verbs: []string{"get", "patch", "update"}},
 			subresource{name: "eviction", kind: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, verbs: []string{"create"}},
 			subresource{name: "log", verbs: []string{"get"}},
 			subresource{name: "exec", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"}, verbs: []string{"create", "get"}},
 			subresource{name: "attach", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodAttachOptions"}, verbs: []string{"create", "get"}},
-			subresource{name: "portforward", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}})
+			subresource{name: "portforward", kind: schema.GroupVersionKind{Version: "v1", Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}},
+			proxySubresource("PodProxyOptions"))
+	case res.Group == "" && res.Name == "services":
+		out = append(out, proxySubresource("ServiceProxyOptions"))
+	case res.Group == "" && res.Name == "nodes":
+		out = append(out, proxySubresource("NodeProxyOptions"))
 	case res.Group == "" && res.Name == "serviceaccounts":
 		out = append(out, subresource{name: "token", kind: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, verbs: []string{"create"}})
 	case res.Group == "" && res.Name == "namespaces":
@@ -48,6 +55,12 @@ func subresources(res *registry.Resource) []subresource {
 		out = append(out, subresource{name: "approval", verbs: []string{"get", "patch", "update"}})
 	}
 	return out
+}
+
+// proxySubresource is pods/proxy, services/proxy or nodes/proxy
+// (proxy_resource.go), with upstream's verbs.
+func proxySubresource(optionsKind string) subresource {
+	return subresource{name: "proxy", kind: schema.GroupVersionKind{Version: "v1", Kind: optionsKind}, verbs: []string{"create", "delete", "get", "patch", "update"}}
 }
 
 func apiResource(res *registry.Resource) metav1.APIResource {

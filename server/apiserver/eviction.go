@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,9 @@ func (s *Server) evict(q *request) {
 			err = s.takeDisruption(ctx, pod, len(opts.DryRun) > 0)
 		}
 	}
+	if err == nil && len(opts.DryRun) == 0 {
+		opts, err = s.markEvicted(ctx, q, opts)
+	}
 	if err == nil {
 		_, _, err = s.deleteObject(ctx, q, q.info.Namespace, q.info.Name, opts)
 	}
@@ -52,6 +56,71 @@ func (s *Server) evict(q *request) {
 		return
 	}
 	writeJSON(q.w, q.r, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+// markEvicted gives the pod the DisruptionTarget condition before it is
+// deleted, as upstream's eviction does, so that its owner (a Job's pod
+// failure policy) can tell an eviction from a failure. The deletion's
+// preconditions are checked against the pod first, and a resourceVersion
+// precondition is moved on to the version this write made.
+func (s *Server) markEvicted(ctx context.Context, q *request, opts metav1.DeleteOptions) (metav1.DeleteOptions, error) {
+	pre := opts.Preconditions
+	e, err := s.st.GuaranteedUpdate(ctx, q.res, q.info.Namespace, q.info.Name, func(cur runtime.Object) (runtime.Object, error) {
+		pod, ok := cur.(*corev1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		if pre != nil {
+			if pre.UID != nil && *pre.UID != "" && *pre.UID != pod.UID {
+				return nil, apierrors.NewConflict(corev1.Resource("pods"), pod.Name,
+					fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *pre.UID, pod.UID))
+			}
+			if pre.ResourceVersion != nil && *pre.ResourceVersion != "" && *pre.ResourceVersion != pod.ResourceVersion {
+				return nil, apierrors.NewConflict(corev1.Resource("pods"), pod.Name,
+					fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *pre.ResourceVersion, pod.ResourceVersion))
+			}
+		}
+		if !setEvictionCondition(&pod.Status, metav1.Now()) {
+			return nil, nil
+		}
+		return pod, nil
+	})
+	if err != nil {
+		return opts, err
+	}
+	if pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != "" {
+		if acc, aerr := meta.Accessor(e.Obj); aerr == nil {
+			pre = pre.DeepCopy()
+			rv := acc.GetResourceVersion()
+			pre.ResourceVersion = &rv
+			opts.Preconditions = pre
+		}
+	}
+	return opts, nil
+}
+
+// setEvictionCondition sets DisruptionTarget=True with the eviction's
+// reason (upstream's UpdatePodCondition: the transition time moves only
+// when the status does), reporting whether anything changed.
+func setEvictionCondition(st *corev1.PodStatus, now metav1.Time) bool {
+	want := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: now}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != corev1.DisruptionTarget {
+			continue
+		}
+		if c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
+			return false
+		}
+		if c.Status == want.Status {
+			want.LastTransitionTime = c.LastTransitionTime
+		}
+		*c = want
+		return true
+	}
+	st.Conditions = append(st.Conditions, want)
+	return true
 }
 
 // canIgnoreBudget: pods that are done, not yet running or already going

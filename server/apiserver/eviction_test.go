@@ -98,3 +98,68 @@ func TestEviction_RespectsDisruptionBudget(t *testing.T) {
 		t.Errorf("evict unready pod with the budget met: %v", err)
 	}
 }
+
+func TestEviction_PodHeldByFinalizer_GetsDisruptionTarget(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	pods := h.client.CoreV1().Pods("default")
+	p, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"example.com/hold"}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	if p, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dry := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "default"},
+		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+	if err := pods.EvictV1(ctx, dry); err != nil {
+		t.Fatalf("dry-run eviction: %v", err)
+	}
+	if got, _ := pods.Get(ctx, "held", metav1.GetOptions{}); podHasCondition(got, corev1.DisruptionTarget) {
+		t.Fatal("a dry-run eviction wrote the DisruptionTarget condition")
+	}
+	// A resourceVersion precondition names the pod as the caller saw it;
+	// the condition written on the way must not make the delete conflict.
+	rv := p.ResourceVersion
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "default"},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}}
+	if err := pods.EvictV1(ctx, ev); err != nil {
+		t.Fatalf("evict: %v", err)
+	}
+	got, err := pods.Get(ctx, "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DeletionTimestamp == nil {
+		t.Error("evicted pod is not terminating")
+	}
+	var cond *corev1.PodCondition
+	for i := range got.Status.Conditions {
+		if got.Status.Conditions[i].Type == corev1.DisruptionTarget {
+			cond = &got.Status.Conditions[i]
+		}
+	}
+	if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != "EvictionByEvictionAPI" {
+		t.Fatalf("DisruptionTarget condition = %+v, want True/EvictionByEvictionAPI", cond)
+	}
+
+	stale := "1"
+	ev.DeleteOptions.Preconditions.ResourceVersion = &stale
+	ev.Name = "held"
+	if err := pods.EvictV1(ctx, ev); !apierrors.IsConflict(err) {
+		t.Fatalf("evict with a stale resourceVersion: %v, want 409", err)
+	}
+}
+
+func podHasCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
+}

@@ -21,14 +21,15 @@ import (
 // schema costs a few megabytes that a server not writing never spends.
 type fieldManagers struct {
 	scheme   *runtime.Scheme
+	convert  runtime.ObjectConvertor // convertor.go
 	once     sync.Once
 	tc       managedfields.TypeConverter
 	mu       sync.Mutex
 	managers map[string]*managedfields.FieldManager
 }
 
-func newFieldManagers(scheme *runtime.Scheme) *fieldManagers {
-	return &fieldManagers{scheme: scheme, managers: map[string]*managedfields.FieldManager{}}
+func newFieldManagers(scheme *runtime.Scheme, reg *registry.Registry) *fieldManagers {
+	return &fieldManagers{scheme: scheme, convert: versionConvertor{scheme, reg}, managers: map[string]*managedfields.FieldManager{}}
 }
 
 // defaulter lets the field manager default applied objects as we do.
@@ -54,7 +55,7 @@ func (f *fieldManagers) For(res *registry.Resource, subresource string) (*manage
 	if m, ok := f.managers[key]; ok {
 		return m, nil
 	}
-	m, err := managedfields.NewDefaultFieldManager(f.tc, f.scheme, defaulter(res.Default), f.scheme,
+	m, err := managedfields.NewDefaultFieldManager(f.tc, f.convert, defaulter(res.Default), f.scheme,
 		res.GVK(), res.GVK().GroupVersion(), subresource, resetFields(res, subresource))
 	if err != nil {
 		return nil, fmt.Errorf("field manager for %s: %w", res.GVK(), err)

@@ -167,18 +167,23 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
 	_, serviceNet, _ := net.ParseCIDR("10.43.0.0/16")
 	logs := &logCapture{}
+	alloc := &admission.ServiceAllocator{CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: slog.New(logs)}
 	srv := apitest.Start(f, apitest.Options{
 		Authenticator: fuzzAdmin{},
 		Logger:        slog.New(logs),
 		Admission: func(st store.Store) []apiserver.Admitter {
+			alloc.Store = st
 			return []apiserver.Admitter{
 				admission.ServiceAccount{Get: fuzzObjects{}},
 				admission.Priority{Get: fuzzObjects{}},
 				admission.DefaultTolerations{Seconds: 300},
-				&admission.ServiceAllocator{Store: st, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: slog.New(logs)},
+				alloc,
 			}
 		},
 	})
+	// The allocator keeps Service IPs as IPAddress objects, through the
+	// server's storage, which exists only once the server does.
+	alloc.Objects, alloc.Registry = srv.Storage, srv.Registry
 	api, reg, objects := srv.API, srv.Registry, srv.Storage
 	s := &fuzzServer{h: api.Handler(), log: logs, reg: reg, objects: objects}
 	if code, body := s.do(http.MethodPost, "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)); code != http.StatusCreated {

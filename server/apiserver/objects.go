@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"skiff/server/registry"
 )
 
 // statusField returns the object's Status field, if it has one.
@@ -96,4 +101,34 @@ func podQOS(pod *corev1.Pod) corev1.PodQOSClass {
 		return corev1.PodQOSGuaranteed
 	}
 	return corev1.PodQOSBurstable
+}
+
+// statusMeta are the metadata fields a write to /status takes from the
+// request unless the resource's row keeps them as stored.
+var statusMeta = map[string]func(dst, src metav1.Object){
+	"labels":          func(d, s metav1.Object) { d.SetLabels(s.GetLabels()) },
+	"annotations":     func(d, s metav1.Object) { d.SetAnnotations(s.GetAnnotations()) },
+	"finalizers":      func(d, s metav1.Object) { d.SetFinalizers(s.GetFinalizers()) },
+	"ownerReferences": func(d, s metav1.Object) { d.SetOwnerReferences(s.GetOwnerReferences()) },
+}
+
+// statusUpdate is what a write to /status stores: the stored object with
+// the request's status and metadata, as upstream's status strategies do
+// (spec never changes here; res.StatusKeeps names metadata that does not
+// either). Server-owned metadata is reset by the caller.
+func statusUpdate(res *registry.Resource, obj, old runtime.Object) runtime.Object {
+	fresh := old.DeepCopyObject()
+	copyStatus(fresh, obj)
+	dst, err1 := meta.Accessor(fresh)
+	src, err2 := meta.Accessor(obj)
+	if err1 != nil || err2 != nil {
+		return fresh
+	}
+	for name, set := range statusMeta {
+		if !slices.Contains(res.StatusKeeps, name) {
+			set(dst, src)
+		}
+	}
+	dst.SetManagedFields(src.GetManagedFields())
+	return fresh
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,11 @@ type KubeletClientConfig struct {
 type KubeletProxy struct {
 	cfg       KubeletClientConfig
 	transport *http.Transport
+	// backends reaches pods, Service endpoints and other node ports for
+	// the proxy subresources (proxy_resource.go): like upstream's proxy
+	// transport it does not verify their certificates, which no cluster
+	// CA vouches for.
+	backends *http.Transport
 }
 
 // NewKubeletProxy builds the proxy.
@@ -80,7 +86,16 @@ func NewKubeletProxy(cfg KubeletClientConfig) (*KubeletProxy, error) {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &KubeletProxy{cfg: cfg, transport: t}, nil
+	b := &http.Transport{
+		DialContext: dial,
+		// #nosec G402 -- pods serve self-signed certificates; upstream's
+		// proxy transport skips verification too.
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+		TLSHandshakeTimeout: cfg.DialTimeout,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &KubeletProxy{cfg: cfg, transport: t, backends: b}, nil
 }
 
 // proxiedPodSubresources are served by the agent running the pod.
@@ -130,6 +145,10 @@ func (s *Server) proxyToKubelet(q *request) {
 		return
 	}
 	target.Host = host
+	if q.info.Subresource == "log" && websocket.IsWebSocketUpgrade(q.r) {
+		kp.logsOverWebSocket(q.w, q.r, &target, s.log) // podlog_websocket.go
+		return
+	}
 	kp.forward(q.w, q.r, &target, s.log)
 }
 

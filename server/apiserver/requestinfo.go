@@ -18,6 +18,9 @@ type requestInfo struct {
 	Plural      string
 	Subresource string
 	Path        string
+	// ProxyPath is what follows .../{name}/proxy (the proxy subresource
+	// alone takes a path below it), "" when nothing does.
+	ProxyPath string
 }
 
 // parseRequest reads the path and method. Paths:
@@ -60,12 +63,48 @@ func parseRequest(r *http.Request) requestInfo {
 	if len(parts) > 2 {
 		info.Subresource = parts[2]
 	}
+	if info.Subresource == "proxy" && !legacyWatch {
+		info.Resource, info.Verb, info.ProxyPath = true, proxyVerb(r.Method), proxySubpath(r.URL.Path, parts[3:])
+		return info
+	}
 	if len(parts) > 3 || info.Plural == "" {
 		return requestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
 	}
 	info.Resource = true
 	info.Verb = resourceVerb(r, info.Name != "", legacyWatch)
 	return info
+}
+
+// proxyVerb is upstream's verb for a proxy request: the method alone
+// decides (a ?watch=true is the backend's business), and methods without
+// a verb (OPTIONS) get none, so only a "*" rule allows them.
+func proxyVerb(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return ""
+}
+
+// proxySubpath is the path below .../proxy as upstream passes it on: a
+// leading slash when there is any, and the request's trailing slash kept.
+func proxySubpath(full string, rest []string) string {
+	p := strings.Join(rest, "/")
+	if p != "" {
+		p = "/" + p
+	}
+	if strings.HasSuffix(full, "/") && !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
 }
 
 func splitPath(p string) []string {

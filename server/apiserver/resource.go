@@ -44,6 +44,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeError(w, r, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.Group, Resource: res.Name}, info.Verb))
 		return
 	}
+	if res.Compute != nil {
+		s.serveComputed(req) // computed.go
+		return
+	}
 	switch info.Verb {
 	case "get":
 		s.get(req)
@@ -52,7 +56,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	case "watch":
 		s.watch(req)
 	case "create":
-		if !s.review(req) {
+		switch {
+		case res.Group == "" && res.Name == "bindings":
+			s.bindings(req) // subresource.go
+		case !s.review(req):
 			s.create(req)
 		}
 	case "update":
@@ -219,7 +226,7 @@ func (s *Server) listFromStore(q *request, o listOptions) ([]*storage.Entry, int
 	for {
 		page, err := s.st.Store().List(ctx, opts)
 		if err != nil {
-			return nil, 0, "", nil, storage.APIError(err, q.res, "")
+			return nil, 0, "", nil, s.st.ListError(ctx, err, q.res, opts.Prefix, opts.Continue)
 		}
 		for _, kv := range page.Items {
 			e, err := storage.Decode(q.res, kv)

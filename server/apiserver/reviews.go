@@ -2,13 +2,17 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"mime"
 	"net/http"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"skiff/server/auth"
 )
@@ -32,6 +36,10 @@ func (s *Server) review(q *request) bool {
 		*authenticationv1.TokenReview, *authenticationv1.SelfSubjectReview:
 	default:
 		return false
+	}
+	if err := refuseTransforms(q.r); err != nil {
+		writeError(q.w, q.r, err)
+		return true
 	}
 	body, err := s.readBody(q.w, q.r)
 	if err == nil {
@@ -146,4 +154,26 @@ func (s *Server) tokenReview(ctx context.Context, token string) authenticationv1
 		return authenticationv1.TokenReviewStatus{Error: msg}
 	}
 	return authenticationv1.TokenReviewStatus{Authenticated: true, User: userInfo(u)}
+}
+
+// refuseTransforms answers 406 when the client takes only a Table or
+// partial-metadata rendering: a review is not a stored object and has no
+// such rendering, which upstream refuses in content negotiation (before
+// doing anything) unless Accept also lists a plain representation.
+func refuseTransforms(r *http.Request) error {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if params["as"] == "" && (mt == "application/json" || mt == "application/yaml" || mt == protobufType || mt == "application/*" || mt == "*/*") {
+			return nil
+		}
+	}
+	return apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "create", schema.GroupResource{}, "",
+		fmt.Sprintf("only the following media types are accepted: application/json, application/yaml (got %q)", accept), 0, false)
 }

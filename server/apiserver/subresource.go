@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -19,13 +20,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"skiff/server/registry"
 	"skiff/server/storage"
 )
 
 // serveSubresource dispatches /status, /scale, /binding, /eviction and
 // /finalize, which discovery lists per resource.
 func (s *Server) serveSubresource(q *request) {
+	if q.info.Subresource == "proxy" && q.res.Group == "" {
+		s.serveProxy(q) // proxy_resource.go: every method, not only the listed verbs
+		return
+	}
 	var served *subresource
 	for _, sub := range subresources(q.res) {
 		if sub.name == q.info.Subresource {
@@ -42,11 +49,11 @@ func (s *Server) serveSubresource(q *request) {
 		return
 	}
 	switch q.info.Subresource + ":" + q.info.Verb {
-	case "status:get", "approval:get":
+	case "status:get", "approval:get", "ephemeralcontainers:get", "resize:get":
 		s.get(q)
-	case "status:update", "approval:update":
+	case "status:update", "approval:update", "ephemeralcontainers:update", "resize:update":
 		s.update(q)
-	case "status:patch", "approval:patch":
+	case "status:patch", "approval:patch", "ephemeralcontainers:patch", "resize:patch":
 		s.patch(q)
 	case "scale:get", "scale:update", "scale:patch":
 		s.scale(q)
@@ -248,15 +255,48 @@ func (s *Server) bind(q *request) {
 		writeError(q.w, q.r, err)
 		return
 	}
-	_, err = s.st.GuaranteedUpdate(q.r.Context(), q.res, q.info.Namespace, q.info.Name, func(cur runtime.Object) (runtime.Object, error) {
+	s.bindPod(q, q.res, q.info.Name, &b)
+}
+
+// bindings serves POST /api/v1/namespaces/NS/bindings, the older form of
+// pods/NAME/binding: the Binding's own name names the pod.
+func (s *Server) bindings(q *request) {
+	body, err := s.readBody(q.w, q.r)
+	var b corev1.Binding
+	if err == nil {
+		err = s.decodeBody(q.w, q.r, body, &b, validationIgnore)
+	}
+	if err == nil && b.Name == "" {
+		err = apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if err == nil && b.Target.Name == "" {
+		err = apierrors.NewBadRequest("Binding.target.name is required")
+	}
+	if err == nil && b.Namespace != "" && b.Namespace != q.info.Namespace {
+		err = apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	pods, ok := s.reg.Lookup("", "v1", "pods")
+	if err == nil && !ok {
+		err = apierrors.NewInternalError(errors.New("pods are not served"))
+	}
+	if err != nil {
+		writeError(q.w, q.r, err)
+		return
+	}
+	s.bindPod(q, pods, b.Name, &b)
+}
+
+// bindPod assigns the pod to the Binding's target node, once.
+func (s *Server) bindPod(q *request, pods *registry.Resource, name string, b *corev1.Binding) {
+	_, err := s.st.GuaranteedUpdate(q.r.Context(), pods, q.info.Namespace, name, func(cur runtime.Object) (runtime.Object, error) {
 		pod := cur.(*corev1.Pod)
 		if pod.DeletionTimestamp != nil {
-			return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
+			return nil, apierrors.NewConflict(pods.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
 		}
 		if pod.Spec.NodeName != "" {
-			return nil, apierrors.NewConflict(q.res.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+			return nil, apierrors.NewConflict(pods.GVR().GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
 		}
-		if err := bindable(q, pod, &b); err != nil {
+		if err := bindable(q, pod, b); err != nil {
 			return nil, err
 		}
 		for k, v := range b.Annotations {
@@ -277,7 +317,7 @@ func (s *Server) bind(q *request) {
 }
 
 func setPodScheduled(pod *corev1.Pod) {
-	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(), ObservedGeneration: pod.Generation}
 	for i, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			pod.Status.Conditions[i] = cond

@@ -29,6 +29,14 @@ func (s *Server) table(q *request, entries []*storage.Entry, rev int64, cont str
 	objs := make([]runtime.Object, len(entries))
 	for i, e := range entries {
 		objs[i] = e.Obj
+		if c := q.res.Convert; c != nil {
+			// printers print the version objects are stored in
+			stored, err := c.ToStorage(e.Obj)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			objs[i] = stored
+		}
 	}
 	rows, err := printers.Rows(p, objs, time.Now())
 	if err != nil {

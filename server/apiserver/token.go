@@ -25,6 +25,10 @@ type TokenRequest struct {
 	Audiences                                    []string
 	Expiration                                   time.Duration
 	PodName, PodUID                              string
+	// NodeName and NodeUID are the bound pod's node, recorded in the token
+	// (and so in its user's extra) as upstream does; empty when the pod is
+	// not scheduled or its node is gone.
+	NodeName, NodeUID string
 }
 
 // issueToken serves serviceaccounts/<name>/token.
@@ -109,5 +113,28 @@ func (s *Server) tokenRequest(ctx context.Context, q *request, sa *corev1.Servic
 		return req, apierrors.NewBadRequest(fmt.Sprintf("cannot bind a token for service account %q to pod %q, which runs as %q", sa.Name, pod.Name, pod.Spec.ServiceAccountName))
 	}
 	req.PodName, req.PodUID = pod.Name, string(pod.UID)
+	req.NodeName, req.NodeUID = s.podNode(ctx, pod)
 	return req, nil
+}
+
+// podNode is the name and UID of the node a pod runs on. A node that
+// cannot be read leaves the token without node claims rather than failing
+// it, as upstream does.
+func (s *Server) podNode(ctx context.Context, pod *corev1.Pod) (name, uid string) {
+	nodes, ok := s.reg.Lookup("", "v1", "nodes")
+	if !ok || pod.Spec.NodeName == "" {
+		return "", ""
+	}
+	e := s.st.Cache().Get(nodes, "", pod.Spec.NodeName)
+	if e == nil {
+		var err error
+		if e, err = s.st.Get(ctx, nodes, "", pod.Spec.NodeName); err != nil {
+			return "", ""
+		}
+	}
+	node, ok := e.Obj.(*corev1.Node)
+	if !ok {
+		return "", ""
+	}
+	return node.Name, string(node.UID)
 }

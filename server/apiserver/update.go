@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	appsv1 "k8s.io/api/apps/v1"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,17 +105,11 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 	if csr, ok := csrForUpdate(q.info.Subresource, obj, old); ok {
 		obj = csr
 		acc, _ = meta.Accessor(obj)
+	} else if pod, ok := podForSubresourceUpdate(q.info.Subresource, obj, old); ok {
+		obj = pod // podsubresources.go
+		acc, _ = meta.Accessor(obj)
 	} else if q.info.Subresource == "status" {
-		// Status writes change only status; everything else stays as stored.
-		fresh := old.DeepCopyObject()
-		copyStatus(fresh, obj)
-		if d, ok := fresh.(*appsv1.Deployment); ok {
-			// Upstream's deployment status strategy keeps everything but
-			// spec and labels; the deployment controller writes its
-			// revision annotation along with the status.
-			d.Annotations = obj.(*appsv1.Deployment).Annotations
-		}
-		obj = fresh
+		obj = statusUpdate(q.res, obj, old)
 		acc, _ = meta.Accessor(obj)
 	} else if q.res.Status {
 		copyStatus(obj, old)
@@ -130,7 +123,7 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		acc.SetGeneration(oldAcc.GetGeneration() + 1)
 	}
 	acc.SetResourceVersion(oldAcc.GetResourceVersion())
-	if q.info.Subresource == "" && q.res.Default != nil {
+	if (q.info.Subresource == "" || podSpecSubresources[q.info.Subresource]) && q.res.Default != nil {
 		q.res.Default(obj)
 	}
 	obj = s.trackUpdate(q, old, obj)
@@ -140,7 +133,7 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 		return nil, err
 	}
 	if q.res.ValidateUpdate != nil {
-		if errs := append(q.res.ValidateUpdate(obj, old), validateCSRConditions(obj, old)...); len(errs) > 0 {
+		if errs := append(validateUpdate(q, obj, old), validateCSRConditions(obj, old)...); len(errs) > 0 {
 			s.release(ctx, q, obj, old)
 			return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), acc.GetName(), errs)
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -121,7 +122,12 @@ var registry = map[schema.GroupKind]func() Printer{
 	{Group: "node.k8s.io", Kind: "RuntimeClass"}:            runtimeClassPrinter,
 	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: horizontalPodAutoscalerPrinter,
 
+	{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"}:                 flowSchemaPrinter,
+	{Group: "flowcontrol.apiserver.k8s.io", Kind: "PriorityLevelConfiguration"}: priorityLevelConfigurationPrinter,
+
 	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: certificateSigningRequestPrinter,
+	{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle"}:        clusterTrustBundlePrinter, // certificates_extra.go
+	{Group: "certificates.k8s.io", Kind: "PodCertificateRequest"}:     podCertificateRequestPrinter,
 
 	{Group: "apps", Kind: "Deployment"}:         deploymentPrinter,
 	{Group: "apps", Kind: "ReplicaSet"}:         replicaSetPrinter,
@@ -140,6 +146,13 @@ var registry = map[schema.GroupKind]func() Printer{
 	{Group: "storage.k8s.io", Kind: "CSINode"}:            csiNodePrinter,
 	{Group: "storage.k8s.io", Kind: "CSIStorageCapacity"}: csiStorageCapacityPrinter,
 	{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:   volumeAttachmentPrinter,
+
+	// resource.go
+	{Group: "storage.k8s.io", Kind: "VolumeAttributesClass"}:  volumeAttributesClassPrinter,
+	{Group: "resource.k8s.io", Kind: "DeviceClass"}:           nameAgePrinter[resourcev1.DeviceClass](),
+	{Group: "resource.k8s.io", Kind: "ResourceClaim"}:         resourceClaimPrinter,
+	{Group: "resource.k8s.io", Kind: "ResourceClaimTemplate"}: nameAgePrinter[resourcev1.ResourceClaimTemplate](),
+	{Group: "resource.k8s.io", Kind: "ResourceSlice"}:         resourceSlicePrinter,
 
 	{Group: "networking.k8s.io", Kind: "Ingress"}:       ingressPrinter,
 	{Group: "networking.k8s.io", Kind: "IngressClass"}:  ingressClassPrinter,

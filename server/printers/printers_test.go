@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +115,12 @@ func sampleObjects() map[schema.GroupKind]runtime.Object {
 		{Group: "node.k8s.io", Kind: "RuntimeClass"}:            &nodev1.RuntimeClass{ObjectMeta: m},
 		{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: m},
 
+		{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"}:                 &flowcontrolv1.FlowSchema{ObjectMeta: m},
+		{Group: "flowcontrol.apiserver.k8s.io", Kind: "PriorityLevelConfiguration"}: &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: m},
+
 		{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: &certificatesv1.CertificateSigningRequest{ObjectMeta: m},
+		{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle"}:        &certificatesv1.ClusterTrustBundle{ObjectMeta: m},
+		{Group: "certificates.k8s.io", Kind: "PodCertificateRequest"}:     &certificatesv1.PodCertificateRequest{ObjectMeta: m},
 
 		{Group: "apps", Kind: "Deployment"}:         &appsv1.Deployment{ObjectMeta: m},
 		{Group: "apps", Kind: "ReplicaSet"}:         &appsv1.ReplicaSet{ObjectMeta: m},
@@ -132,6 +139,13 @@ func sampleObjects() map[schema.GroupKind]runtime.Object {
 		{Group: "storage.k8s.io", Kind: "CSINode"}:            &storagev1.CSINode{ObjectMeta: m},
 		{Group: "storage.k8s.io", Kind: "CSIStorageCapacity"}: &storagev1.CSIStorageCapacity{ObjectMeta: m},
 		{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:   &storagev1.VolumeAttachment{ObjectMeta: m},
+
+		// resource_test.go
+		{Group: "storage.k8s.io", Kind: "VolumeAttributesClass"}:  &storagev1.VolumeAttributesClass{ObjectMeta: m},
+		{Group: "resource.k8s.io", Kind: "DeviceClass"}:           &resourcev1.DeviceClass{ObjectMeta: m},
+		{Group: "resource.k8s.io", Kind: "ResourceClaim"}:         &resourcev1.ResourceClaim{ObjectMeta: m},
+		{Group: "resource.k8s.io", Kind: "ResourceClaimTemplate"}: &resourcev1.ResourceClaimTemplate{ObjectMeta: m},
+		{Group: "resource.k8s.io", Kind: "ResourceSlice"}:         &resourcev1.ResourceSlice{ObjectMeta: m},
 
 		{Group: "networking.k8s.io", Kind: "Ingress"}:       &networkingv1.Ingress{ObjectMeta: m},
 		{Group: "networking.k8s.io", Kind: "IngressClass"}:  &networkingv1.IngressClass{ObjectMeta: m},

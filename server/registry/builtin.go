@@ -30,6 +30,8 @@ type Hooks struct {
 	Default        func(obj runtime.Object)
 	Validate       func(obj runtime.Object) field.ErrorList
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+	// ValidateSubresource: see Resource.ValidateSubresource.
+	ValidateSubresource func(subresource string, obj, old runtime.Object) (field.ErrorList, bool)
 }
 
 const (
@@ -61,9 +63,12 @@ func row[T any, L any, PT interface {
 func Builtin(h Hooks) []*Resource {
 	rows := []*Resource{
 		// core/v1
-		with(row[corev1.Namespace, corev1.NamespaceList]("", "v1", "namespaces", "namespace", "Namespace", clusterScope, "ns"), statusOnly, fields(namespaceFields)),
+		// Namespaces have no deletecollection upstream: deleting one is a
+		// long, finalizer-driven affair, not a bulk operation.
+		with(row[corev1.Namespace, corev1.NamespaceList]("", "v1", "namespaces", "namespace", "Namespace", clusterScope, "ns"), statusOnly, fields(namespaceFields),
+			verbs("create", "delete", "get", "list", "patch", "update", "watch")),
 		with(row[corev1.Node, corev1.NodeList]("", "v1", "nodes", "node", "Node", clusterScope, "no"), statusOnly, fields(nodeFields)),
-		with(row[corev1.Pod, corev1.PodList]("", "v1", "pods", "pod", "Pod", nsScope, "po"), statusOnly, categories("all"), fields(podFields)),
+		with(row[corev1.Pod, corev1.PodList]("", "v1", "pods", "pod", "Pod", nsScope, "po"), statusOnly, statusKeeps("ownerReferences"), generation, categories("all"), fields(podFields)),
 		with(row[corev1.Service, corev1.ServiceList]("", "v1", "services", "service", "Service", nsScope, "svc"), statusOnly, categories("all"), fields(serviceFields)),
 		row[corev1.Endpoints, corev1.EndpointsList]("", "v1", "endpoints", "endpoints", "Endpoints", nsScope, "ep"),
 		row[corev1.ConfigMap, corev1.ConfigMapList]("", "v1", "configmaps", "configmap", "ConfigMap", nsScope, "cm"),
@@ -76,8 +81,10 @@ func Builtin(h Hooks) []*Resource {
 		with(row[corev1.ResourceQuota, corev1.ResourceQuotaList]("", "v1", "resourcequotas", "resourcequota", "ResourceQuota", nsScope, "quota"), statusOnly),
 		with(row[corev1.ReplicationController, corev1.ReplicationControllerList]("", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController", nsScope, "rc"), statusOnly, scaled, generation, categories("all")),
 		row[corev1.PodTemplate, corev1.PodTemplateList]("", "v1", "podtemplates", "podtemplate", "PodTemplate", nsScope),
+		// bindings: the older form of pods/binding (create only, never stored).
+		virtual(row[corev1.Binding, corev1.Binding]("", "v1", "bindings", "binding", "Binding", nsScope)),
 		// apps/v1
-		with(row[appsv1.Deployment, appsv1.DeploymentList]("apps", "v1", "deployments", "deployment", "Deployment", nsScope, "deploy"), statusOnly, scaled, generation, categories("all")),
+		with(row[appsv1.Deployment, appsv1.DeploymentList]("apps", "v1", "deployments", "deployment", "Deployment", nsScope, "deploy"), statusOnly, statusKeeps("labels"), scaled, generation, categories("all")),
 		with(row[appsv1.ReplicaSet, appsv1.ReplicaSetList]("apps", "v1", "replicasets", "replicaset", "ReplicaSet", nsScope, "rs"), statusOnly, scaled, generation, categories("all"), fields(replicaSetFields)),
 		with(row[appsv1.StatefulSet, appsv1.StatefulSetList]("apps", "v1", "statefulsets", "statefulset", "StatefulSet", nsScope, "sts"), statusOnly, scaled, generation, categories("all")),
 		with(row[appsv1.DaemonSet, appsv1.DaemonSetList]("apps", "v1", "daemonsets", "daemonset", "DaemonSet", nsScope, "ds"), statusOnly, generation, categories("all")),
@@ -91,8 +98,8 @@ func Builtin(h Hooks) []*Resource {
 		row[coordinationv1.Lease, coordinationv1.LeaseList]("coordination.k8s.io", "v1", "leases", "lease", "Lease", nsScope),
 		// discovery.k8s.io/v1
 		with(row[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList]("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", nsScope), generation, fields(endpointSliceFields)),
-		// events.k8s.io/v1
-		row[eventsv1.Event, eventsv1.EventList]("events.k8s.io", "v1", "events", "event", "Event", nsScope, "ev"),
+		// events.k8s.io/v1: the core/v1 events, converted (builtin_events.go)
+		with(row[eventsv1.Event, eventsv1.EventList]("events.k8s.io", "v1", "events", "event", "Event", nsScope, "ev"), converted(eventsV1Conversion()), fields(eventsV1Fields)),
 		// networking.k8s.io/v1
 		with(row[networkingv1.Ingress, networkingv1.IngressList]("networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", nsScope, "ing"), statusOnly, generation),
 		row[networkingv1.IngressClass, networkingv1.IngressClassList]("networking.k8s.io", "v1", "ingressclasses", "ingressclass", "IngressClass", clusterScope),
@@ -107,14 +114,14 @@ func Builtin(h Hooks) []*Resource {
 		// storage.k8s.io/v1
 		row[storagev1.StorageClass, storagev1.StorageClassList]("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", clusterScope, "sc"),
 		row[storagev1.CSIDriver, storagev1.CSIDriverList]("storage.k8s.io", "v1", "csidrivers", "csidriver", "CSIDriver", clusterScope),
-		row[storagev1.CSINode, storagev1.CSINodeList]("storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", clusterScope),
-		with(row[storagev1.VolumeAttachment, storagev1.VolumeAttachmentList]("storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", clusterScope), statusOnly),
+		with(row[storagev1.CSINode, storagev1.CSINodeList]("storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", clusterScope), statusOnly),
+		with(row[storagev1.VolumeAttachment, storagev1.VolumeAttachmentList]("storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", clusterScope), statusOnly, statusKeepsMeta),
 		// scheduling.k8s.io/v1
 		row[schedulingv1.PriorityClass, schedulingv1.PriorityClassList]("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", clusterScope, "pc"),
 		// node.k8s.io/v1
 		row[nodev1.RuntimeClass, nodev1.RuntimeClassList]("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", clusterScope),
 		// certificates.k8s.io/v1
-		with(row[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList]("certificates.k8s.io", "v1", "certificatesigningrequests", "certificatesigningrequest", "CertificateSigningRequest", clusterScope, "csr"), statusOnly),
+		with(row[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList]("certificates.k8s.io", "v1", "certificatesigningrequests", "certificatesigningrequest", "CertificateSigningRequest", clusterScope, "csr"), statusOnly, fields(csrFields)),
 		// admissionregistration.k8s.io/v1 (stored; webhooks are not called)
 		row[admissionregistrationv1.MutatingWebhookConfiguration, admissionregistrationv1.MutatingWebhookConfigurationList]("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", clusterScope),
 		row[admissionregistrationv1.ValidatingWebhookConfiguration, admissionregistrationv1.ValidatingWebhookConfigurationList]("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", clusterScope),
@@ -133,6 +140,7 @@ func Builtin(h Hooks) []*Resource {
 	rows = append(rows, certExtraRows()...)
 	for _, r := range rows {
 		r.Default, r.Validate, r.ValidateUpdate = h.Default, h.Validate, h.ValidateUpdate
+		r.ValidateSubresource = h.ValidateSubresource
 	}
 	return rows
 }
@@ -147,8 +155,19 @@ func with(r *Resource, opts ...option) *Resource {
 }
 
 func statusOnly(r *Resource) { r.Status = true }
+
+// statusKeeps names the metadata a kind's /status writes keep as stored.
+func statusKeeps(meta ...string) option { return func(r *Resource) { r.StatusKeeps = meta } }
+
+// statusKeepsMeta is upstream's ResetObjectMetaForStatus: /status writes
+// change no metadata that users or controllers set.
+func statusKeepsMeta(r *Resource) {
+	r.StatusKeeps = []string{"labels", "annotations", "finalizers", "ownerReferences"}
+}
 func scaled(r *Resource)     { r.Scale = true }
 func generation(r *Resource) { r.Generation = true }
+
+func verbs(v ...string) option { return func(r *Resource) { r.Verbs = v } }
 
 func categories(c ...string) option { return func(r *Resource) { r.Categories = c } }
 
@@ -202,6 +221,12 @@ func secretFields(s *corev1.Secret) map[string]string {
 }
 
 func eventFields(e *corev1.Event) map[string]string {
+	// An event recorded through events.k8s.io names its reporter only in
+	// reportingController; upstream's source selector falls back to it.
+	source := e.Source.Component
+	if source == "" {
+		source = e.ReportingController
+	}
 	return map[string]string{
 		"involvedObject.kind":            e.InvolvedObject.Kind,
 		"involvedObject.namespace":       e.InvolvedObject.Namespace,
@@ -212,7 +237,7 @@ func eventFields(e *corev1.Event) map[string]string {
 		"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
 		"reason":                         e.Reason,
 		"reportingComponent":             e.ReportingController,
-		"source":                         e.Source.Component,
+		"source":                         source,
 		"type":                           e.Type,
 	}
 }
@@ -223,6 +248,10 @@ func replicaSetFields(rs *appsv1.ReplicaSet) map[string]string {
 
 func jobFields(j *batchv1.Job) map[string]string {
 	return map[string]string{"status.successful": strconv.Itoa(int(j.Status.Succeeded))}
+}
+
+func csrFields(c *certificatesv1.CertificateSigningRequest) map[string]string {
+	return map[string]string{"spec.signerName": c.Spec.SignerName}
 }
 
 func endpointSliceFields(s *discoveryv1.EndpointSlice) map[string]string {

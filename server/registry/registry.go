@@ -4,6 +4,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
@@ -29,8 +30,14 @@ type Resource struct {
 	New     func() runtime.Object
 	NewList func() runtime.Object
 	// Status means the resource has a status subresource: writes to the main
-	// resource keep the stored status, writes to /status keep everything else.
+	// resource keep the stored status, writes to /status keep the spec (and
+	// the metadata StatusKeeps names).
 	Status bool
+	// StatusKeeps lists the metadata fields (labels, annotations,
+	// finalizers, ownerReferences) a write to /status keeps as stored. The
+	// rest of metadata comes from the request and spec never does: most of
+	// upstream's status strategies reset only spec, a few also these.
+	StatusKeeps []string
 	// Scale means the resource has a scale subresource over spec.replicas.
 	Scale bool
 	// Generation means metadata.generation counts changes to the spec.
@@ -42,9 +49,53 @@ type Resource struct {
 	// Validate checks a new object; ValidateUpdate an update (nil: none).
 	Validate       func(obj runtime.Object) field.ErrorList
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+	// ValidateSubresource checks a write through a subresource with rules
+	// of its own (pods/ephemeralcontainers, pods/resize); ok false means
+	// ValidateUpdate applies (nil: always ValidateUpdate).
+	ValidateSubresource func(subresource string, obj, old runtime.Object) (errs field.ErrorList, ok bool)
 	// Fields returns the resource's extra field-selector fields (beyond
 	// metadata.name and metadata.namespace) for an object (nil: none).
 	Fields func(obj runtime.Object) map[string]string
+	// Convert, when set, means this row serves objects stored by another
+	// version of the same group and resource (autoscaling/v1 over v2): the
+	// store keys are shared and every read and write goes through it.
+	Convert *Conversion
+	// Compute, when set, makes the resource computed, not stored: get and
+	// list answer with what it returns at the time of the request.
+	Compute func(ctx context.Context) ([]runtime.Object, error)
+}
+
+// Conversion translates between a row's type and the type of the version
+// its objects are stored in.
+type Conversion struct {
+	// StorageVersion is the version whose encoding is in the store.
+	StorageVersion string
+	// StorageGroup, when set, is the group whose objects these are, when
+	// not the row's own: events.k8s.io/v1 Events are core/v1 Events.
+	StorageGroup *string
+	// NewStored makes an empty object of the storage version.
+	NewStored func() runtime.Object
+	// ToStorage and FromStorage convert a whole object, metadata included;
+	// neither may change its argument.
+	ToStorage   func(obj runtime.Object) (runtime.Object, error)
+	FromStorage func(stored runtime.Object) (runtime.Object, error)
+}
+
+// StorageGVK is the group, version and kind written to the store: the
+// storage version's for a converted row.
+func (r *Resource) StorageGVK() schema.GroupVersionKind {
+	if r.Convert != nil {
+		return schema.GroupVersionKind{Group: r.storageGroup(), Version: r.Convert.StorageVersion, Kind: r.Kind}
+	}
+	return r.GVK()
+}
+
+// storageGroup is the group whose store holds the resource's objects.
+func (r *Resource) storageGroup() string {
+	if r.Convert != nil && r.Convert.StorageGroup != nil {
+		return *r.Convert.StorageGroup
+	}
+	return r.Group
 }
 
 // GVR is the resource's group, version and plural name.
@@ -65,7 +116,7 @@ func (r *Resource) GroupVersion() string {
 // KeyPrefix is where the resource's objects live in the store:
 // /registry/<group>/<resource>/ ("core" for the core group).
 func (r *Resource) KeyPrefix() string {
-	g := r.Group
+	g := r.storageGroup()
 	if g == "" {
 		g = "core"
 	}

@@ -40,10 +40,13 @@ type Event struct {
 }
 
 // Cache holds every object of every served resource in memory, fed by one
-// store watch on /registry/, so lists and watches do not touch the store.
-// One watch for all resources also gives the cache the store's revision
-// itself: every write is seen, so "the cache is at revision R" means all of
-// the cluster up to R.
+// store watch, so lists and watches do not touch the store. The watch is on
+// the whole keyspace, not only /registry/, which gives the cache the store's
+// revision itself: every write is seen, so "the cache is at revision R"
+// means all of the cluster up to R. Writes outside the served prefixes (the
+// allocation keys under /allocations/) only advance the revision; without
+// them a consistent read after one would wait for a /registry/ write that
+// might never come, and bookmarks would stand still.
 type Cache struct {
 	st  store.Store
 	reg *registry.Registry
@@ -53,9 +56,21 @@ type Cache struct {
 
 	mu      sync.RWMutex
 	rev     int64
-	advance chan struct{} // closed and replaced whenever rev moves
-	res     map[string]*resCache
-	ready   bool
+	advance chan struct{}        // closed and replaced whenever rev moves
+	res     map[string]*resCache // by cacheKey
+	// byPrefix lists the caches fed by each store prefix: more than one
+	// when several versions serve the same stored objects.
+	byPrefix map[string][]*resCache
+	ready    bool
+}
+
+// cacheKey names the cache of one served resource: its store prefix and,
+// for a row that converts, its version.
+func cacheKey(res *registry.Resource) string {
+	if res.Convert != nil {
+		return res.KeyPrefix() + "@" + res.Version
+	}
+	return res.KeyPrefix()
 }
 
 type resCache struct {
@@ -111,22 +126,23 @@ func (c *Cache) syncOnce(ctx context.Context) error {
 		return fmt.Errorf("list: %w", err)
 	}
 	fresh := map[string]*resCache{}
+	byPrefix := map[string][]*resCache{}
 	for _, res := range c.reg.All() {
-		fresh[res.KeyPrefix()] = &resCache{res: res, objs: map[string]*Entry{}, startRev: list.Revision, watchers: map[*Watcher]struct{}{}}
+		rc := &resCache{res: res, objs: map[string]*Entry{}, startRev: list.Revision, watchers: map[*Watcher]struct{}{}}
+		fresh[cacheKey(res)] = rc
+		byPrefix[res.KeyPrefix()] = append(byPrefix[res.KeyPrefix()], rc)
 	}
 	for _, kv := range list.Items {
-		rc := fresh[keyPrefix(kv.Key)]
-		if rc == nil {
-			continue
+		for _, rc := range byPrefix[keyPrefix(kv.Key)] {
+			e, err := Decode(rc.res, kv)
+			if err != nil {
+				c.log.Error("skipping undecodable object", "key", kv.Key, "err", err)
+				continue
+			}
+			rc.objs[kv.Key] = e
 		}
-		e, err := Decode(rc.res, kv)
-		if err != nil {
-			c.log.Error("skipping undecodable object", "key", kv.Key, "err", err)
-			continue
-		}
-		rc.objs[kv.Key] = e
 	}
-	w, err := c.st.Watch(ctx, "/registry/", list.Revision)
+	w, err := c.st.Watch(ctx, "", list.Revision) // every key: see Cache
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
@@ -135,7 +151,7 @@ func (c *Cache) syncOnce(ctx context.Context) error {
 	for _, rc := range c.res {
 		rc.closeWatchers() // they resume from their resourceVersion against the new state
 	}
-	c.res, c.ready = fresh, true
+	c.res, c.byPrefix, c.ready = fresh, byPrefix, true
 	c.setRev(list.Revision)
 	c.mu.Unlock()
 
@@ -171,26 +187,27 @@ func (c *Cache) setRev(rev int64) {
 
 func (c *Cache) apply(ev store.Event) {
 	c.mu.RLock()
-	rc := c.res[keyPrefix(ev.KV.Key)]
+	rcs := c.byPrefix[keyPrefix(ev.KV.Key)] // none outside the served prefixes: only rev moves
 	c.mu.RUnlock()
 	// history is read under the write lock below
-	var cur *Entry
-	if rc != nil { // decode outside the lock: it is the expensive part
-		kv := ev.KV
-		if ev.Type == store.Deleted && ev.Prev != nil {
-			kv = *ev.Prev
-			kv.ModRevision = ev.Revision() // a deleted object is reported at the delete
-		}
+	kv := ev.KV
+	if ev.Type == store.Deleted && ev.Prev != nil {
+		kv = *ev.Prev
+		kv.ModRevision = ev.Revision() // a deleted object is reported at the delete
+	}
+	entries := make([]*Entry, len(rcs))
+	for i, rc := range rcs { // decode outside the lock: it is the expensive part
 		var err error
-		if cur, err = Decode(rc.res, kv); err != nil {
+		if entries[i], err = Decode(rc.res, kv); err != nil {
 			c.log.Error("skipping undecodable event", "key", ev.KV.Key, "err", err)
-			rc = nil
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rc != nil && c.res[rc.res.KeyPrefix()] == rc {
-		rc.apply(ev.Type, ev.KV.Key, cur, c.history)
+	for i, rc := range rcs {
+		if entries[i] != nil && c.res[cacheKey(rc.res)] == rc {
+			rc.apply(ev.Type, ev.KV.Key, entries[i], c.history)
+		}
 	}
 	c.setRev(ev.Revision())
 }
@@ -270,7 +287,7 @@ func (c *Cache) WaitCurrent(ctx context.Context) error {
 func (c *Cache) List(res *registry.Resource, p Predicate) ([]*Entry, int64, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	rc := c.res[res.KeyPrefix()]
+	rc := c.res[cacheKey(res)]
 	if rc == nil {
 		return nil, 0, apierrors.NewServiceUnavailable(fmt.Sprintf("%s are not cached yet", res.Name))
 	}
@@ -301,7 +318,7 @@ func (rc *resCache) list(p Predicate) []*Entry {
 func (c *Cache) Get(res *registry.Resource, namespace, name string) *Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if rc := c.res[res.KeyPrefix()]; rc != nil {
+	if rc := c.res[cacheKey(res)]; rc != nil {
 		return rc.objs[res.Key(namespace, name)]
 	}
 	return nil

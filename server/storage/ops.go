@@ -44,7 +44,7 @@ func (s *Storage) Create(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return written(obj, acc, val, kv.ModRevision)
+	return written(obj, acc, servedEncoding(res, val), kv.ModRevision)
 }
 
 // written is the entry of an object just stored at rev: the object and its
@@ -76,7 +76,7 @@ func (s *Storage) Update(ctx context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, APIError(err, res, acc.GetName())
 	}
-	return written(obj, acc, val, kv.ModRevision)
+	return written(obj, acc, servedEncoding(res, val), kv.ModRevision)
 }
 
 // Delete removes an object if its stored revision is expectedRev (0: any)

@@ -55,8 +55,8 @@ func (s *Storage) Store() store.Store { return s.st }
 
 // Decode turns a stored value into an entry, stamping its resourceVersion.
 func Decode(res *registry.Resource, kv store.KeyValue) (*Entry, error) {
-	obj := res.New()
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(kv.Value, obj); err != nil {
+	obj, err := decodeStored(res, kv.Value)
+	if err != nil {
 		return nil, fmt.Errorf("decode %s %s: %w", res.Kind, kv.Key, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
@@ -65,13 +65,36 @@ func Decode(res *registry.Resource, kv store.KeyValue) (*Entry, error) {
 		return nil, fmt.Errorf("decode %s %s: %w", res.Kind, kv.Key, err)
 	}
 	acc.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	raw, ok := stampResourceVersion(kv.Value, kv.ModRevision)
+	raw, ok := stampResourceVersion(servedEncoding(res, kv.Value), kv.ModRevision)
 	if !ok {
 		if raw, err = json.Marshal(obj); err != nil {
 			return nil, fmt.Errorf("encode %s %s: %w", res.Kind, kv.Key, err)
 		}
 	}
 	return &Entry{Obj: obj, Raw: raw, Rev: kv.ModRevision}, nil
+}
+
+// decodeStored decodes a stored value into an object of res's version,
+// converting from the storage version for a converted row.
+func decodeStored(res *registry.Resource, value []byte) (runtime.Object, error) {
+	if res.Convert == nil {
+		obj := res.New()
+		return obj, kjson.UnmarshalCaseSensitivePreserveInts(value, obj)
+	}
+	stored := res.Convert.NewStored()
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(value, stored); err != nil {
+		return nil, err
+	}
+	return res.Convert.FromStorage(stored)
+}
+
+// servedEncoding is the stored value when it is also what clients of res
+// get, nil when res converts (its objects are encoded afresh).
+func servedEncoding(res *registry.Resource, value []byte) []byte {
+	if res.Convert != nil {
+		return nil
+	}
+	return value
 }
 
 // stampResourceVersion inserts metadata.resourceVersion into a stored
@@ -107,6 +130,12 @@ func encode(res *registry.Resource, obj runtime.Object) ([]byte, error) {
 	acc.SetResourceVersion("")
 	defer acc.SetResourceVersion(rv)
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
+	if res.Convert != nil {
+		if obj, err = res.Convert.ToStorage(obj); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("convert %s: %w", res.Kind, err))
+		}
+		obj.GetObjectKind().SetGroupVersionKind(res.StorageGVK())
+	}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode %s: %w", res.Kind, err))

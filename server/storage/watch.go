@@ -115,7 +115,7 @@ func (c *Cache) Watch(ctx context.Context, res *registry.Resource, opts WatchOpt
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rc := c.res[res.KeyPrefix()]
+	rc := c.res[cacheKey(res)]
 	if rc == nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("%s are not cached yet", res.Name))
 	}
@@ -152,8 +152,7 @@ func (rc *resCache) snapshot(p Predicate) []Event {
 	return out
 }
 
-// runBookmarks sends every watcher that asked for them a BOOKMARK at the
-// cache's revision every interval, so clients can resume close to now.
+// runBookmarks sends bookmarks every interval until ctx ends.
 func (c *Cache) runBookmarks(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -163,18 +162,28 @@ func (c *Cache) runBookmarks(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		mark := Event{Type: watch.Bookmark, Entry: &Entry{Rev: c.rev}}
-		for _, rc := range c.res {
-			for w := range rc.watchers {
-				if w.bookmarks && !w.closed {
-					select {
-					case w.ch <- mark:
-					default: // a full buffer is not worth a bookmark
-					}
+		c.sendBookmarks()
+	}
+}
+
+// sendBookmarks gives every watcher that asked for them a BOOKMARK at the
+// cache's revision, so clients can resume close to now. That revision is
+// the store's, moved by writes of any key (see Cache), so a watcher of a
+// quiet resource still gets bookmarks that progress, as upstream's
+// progress-notify based ones do; every event of its resource up to the
+// revision has already been offered to it under the same lock.
+func (c *Cache) sendBookmarks() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mark := Event{Type: watch.Bookmark, Entry: &Entry{Rev: c.rev}}
+	for _, rc := range c.res {
+		for w := range rc.watchers {
+			if w.bookmarks && !w.closed {
+				select {
+				case w.ch <- mark:
+				default: // a full buffer is not worth a bookmark
 				}
 			}
 		}
-		c.mu.Unlock()
 	}
 }

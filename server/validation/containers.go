@@ -107,6 +107,11 @@ func validateEphemeralContainers(ecs []corev1.EphemeralContainer, others sets.Se
 			errs = append(errs, field.Duplicate(idxPath.Child("name"), c.Name))
 		}
 		names.Insert(c.Name)
+		// The target must be a regular or init container: its process
+		// namespace is the one the debug container joins.
+		if t := ecs[i].TargetContainerName; t != "" && !others.Has(t) {
+			errs = append(errs, field.NotFound(idxPath.Child("targetContainerName"), t))
+		}
 		errs = append(errs, forbidEphemeralFields(c, idxPath)...)
 		for j, m := range c.VolumeMounts {
 			if m.SubPath != "" {

@@ -309,10 +309,12 @@ func validateProjection(src *corev1.VolumeProjection, srcPath *field.Path, addPa
 	}
 	if src.ClusterTrustBundle != nil {
 		count++
+		errs = append(errs, validateCTBProjection(src.ClusterTrustBundle, srcPath.Child("clusterTrustBundle"))...) // certprojection.go
 		addPath(src.ClusterTrustBundle.Path, src.ClusterTrustBundle.Path)
 	}
 	if src.PodCertificate != nil {
 		count++
+		errs = append(errs, validatePodCertificateProjection(src.PodCertificate, srcPath.Child("podCertificate"), addPath)...)
 	}
 	if count > 1 {
 		errs = append(errs, field.Forbidden(srcPath, "may not specify more than 1 volume type per source"))

@@ -35,6 +35,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Watch_FromOldRevision_ReplaysHistory", testWatchReplay},
 		{"Watch_DeleteEvents_CarryPreviousValue", testWatchDeletePrev},
 		{"Watch_Prefix_FiltersOtherKeys", testWatchPrefix},
+		{"Watch_EmptyPrefix_EveryRevisionIsOneEvent", testWatchEveryKey},
 		{"Watch_Stop_ClosesChannel", testWatchStop},
 		{"Compact_KeepsNewestValueOfEveryKey", testCompactKeepsNewest},
 		{"Watch_FromCompactedRevision_ReturnsErrCompacted", testWatchCompacted},

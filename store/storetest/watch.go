@@ -408,3 +408,50 @@ func testWatchCompacted(t *testing.T, s store.Store) {
 		t.Fatalf("got %s %s, want CREATED /wc/b", ev.Type, ev.KV.Key)
 	}
 }
+
+// testWatchEveryKey checks what a consumer that must keep up with the
+// store's revision (the API server's watch cache) relies on: a watch on the
+// empty prefix sees every key, each revision is exactly one event, and
+// nothing else (failed writes, compaction) moves the revision. So the
+// events of such a watch have consecutive revisions and reach
+// CurrentRevision; a gap would leave the consumer waiting for a revision no
+// event ever carries.
+func testWatchEveryKey(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	mustCreate(t, s, "/registry/a", "1")
+	start := mustRev(t, s)
+	w, err := s.Watch(ctx, "", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := s.Compact(ctx, start); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	kv := mustCreate(t, s, "/allocations/x", "1")
+	if _, err := s.Create(ctx, "/allocations/x", []byte("again")); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second Create: %v, want ErrExists", err)
+	}
+	if _, err := s.Update(ctx, "/allocations/x", []byte("2"), kv.ModRevision+100); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Update at a wrong revision: %v, want ErrConflict", err)
+	}
+	if _, err := s.Update(ctx, "/allocations/x", []byte("2"), kv.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, "other", "1")
+	if _, _, err := s.Delete(ctx, "/registry/a", 0); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, "/registry/b", "1")
+	end := mustRev(t, s)
+	if end != start+5 {
+		t.Fatalf("revision %d after 5 successful writes from %d; want %d", end, start, start+5)
+	}
+	got := collect(t, w, int(end-start))
+	for i, ev := range got {
+		if want := start + 1 + int64(i); ev.Revision() != want {
+			t.Fatalf("event %d (%s %s) at revision %d, want %d: every revision is one event", i, ev.Type, ev.KV.Key, ev.Revision(), want)
+		}
+	}
+	expectQuiet(t, w)
+}

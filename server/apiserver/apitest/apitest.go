@@ -35,6 +35,11 @@ type Options struct {
 	Authenticator apiserver.Authenticator
 	// Logger for the server (warnings to the test log by default).
 	Logger *slog.Logger
+	// Authorizer decides requests (everyone is allowed by default).
+	Authorizer apiserver.Authorizer
+	// Tokens issues service-account tokens (none by default: the token
+	// subresource is not served).
+	Tokens apiserver.TokenIssuer
 }
 
 // Server is a running API server and what it stands on.
@@ -63,7 +68,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate})...)
+	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,11 @@ func Start(t testing.TB, opts Options) *Server {
 	if authn == nil {
 		authn = nobody{}
 	}
-	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: authn, Authorizer: allowAll{}, Admission: plugins, Logger: log})
+	var authz apiserver.Authorizer = allowAll{}
+	if opts.Authorizer != nil {
+		authz = opts.Authorizer
+	}
+	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: authn, Authorizer: authz, Tokens: opts.Tokens, Admission: plugins, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,13 @@ func (r request) decide(ctx context.Context) (Decision, string, error) {
 		if at.Subresource == "" && r.verbIs("create", "get", "list", "watch") {
 			return allow("nodes request certificates")
 		}
+	case "certificates.k8s.io/podcertificaterequests":
+		// Which pods a node may ask for is checked on the body at
+		// admission (admission.Certificates); signing is for signers.
+		if at.Subresource == "" && r.verbIs("create", "get", "list", "watch") {
+			return allow("nodes request their pods' certificates")
+		}
+		return r.deny("may not %s podcertificaterequests %s", at.Verb, at.Subresource)
 	case "authentication.k8s.io/tokenreviews", "authorization.k8s.io/subjectaccessreviews":
 		if r.verbIs("create") {
 			return allow("nodes delegate authentication and authorization")
@@ -233,11 +240,12 @@ func (r request) referenced(ctx context.Context) (Decision, string, error) {
 	return r.deny("has no pod that uses %s %s/%s", kind, at.Namespace, at.Name)
 }
 
-// serviceAccountToken allows TokenRequests for the service accounts of
-// the node's pods.
+// serviceAccountToken allows TokenRequests for, and reads of, the service
+// accounts of the node's pods.
 func (r request) serviceAccountToken(ctx context.Context) (Decision, string, error) {
 	at := r.attrs
-	if at.Subresource != "token" || !r.verbIs("create") {
+	// get: a pod certificate request names the service account's UID.
+	if !(at.Subresource == "token" && r.verbIs("create")) && !(at.Subresource == "" && r.verbIs("get")) {
 		return r.deny("may not %s serviceaccounts", at.Verb)
 	}
 	*r.consulted = true

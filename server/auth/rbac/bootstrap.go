@@ -126,6 +126,11 @@ func BootstrapClusterRoles() []rbacv1.ClusterRole {
 			"/openapi", "/openapi/*", "/api", "/api/*", "/apis", "/apis/*")),
 		clusterRole("system:public-info-viewer", urlRule(verbs("get"),
 			"/livez", "/readyz", "/healthz", "/version", "/version/")),
+		// The service-account issuer's OIDC discovery; the slash-ended
+		// forms are upstream's, for clients generated from old OpenAPI.
+		clusterRole("system:service-account-issuer-discovery", urlRule(verbs("get"),
+			"/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+			"/openid/v1/jwks", "/openid/v1/jwks/")),
 		clusterRole("system:basic-user",
 			rule(verbs("create"), authorizationGroup, "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
 			rule(verbs("create"), authenticationGroup, "selfsubjectreviews")),
@@ -145,6 +150,7 @@ func BootstrapClusterRoles() []rbacv1.ClusterRole {
 		clusterRole("system:kube-scheduler", schedulerRules()...),
 		clusterRole("system:kube-controller-manager", controllerManagerRules()...),
 		clusterRole("system:node", nodeRules()...),
+		clusterRole("system:cluster-trust-bundle-discovery", rule(readVerbs(), certificatesGroup, "clustertrustbundles")),
 		clusterRole("system:node-proxier", nodeProxierRules()...),
 		clusterRole("system:node-bootstrapper",
 			rule(verbs("create", "get", "list", "watch"), certificatesGroup, "certificatesigningrequests")),
@@ -182,6 +188,9 @@ func BootstrapClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		clusterRoleBinding("system:basic-user", groupSubject(auth.GroupAuthenticated)),
 		clusterRoleBinding("system:public-info-viewer",
 			groupSubject(auth.GroupAuthenticated), groupSubject(auth.GroupUnauthenticated)),
+		clusterRoleBinding("system:service-account-issuer-discovery", groupSubject(auth.GroupServiceAccounts)),
+		// Service accounts read trust bundles, as upstream.
+		clusterRoleBinding("system:cluster-trust-bundle-discovery", groupSubject(auth.GroupServiceAccounts)),
 		clusterRoleBinding("system:monitoring", groupSubject(GroupMonitoring)),
 		clusterRoleBinding("system:kube-scheduler", userSubject(UserKubeScheduler)),
 		clusterRoleBinding("system:kube-controller-manager", userSubject(UserKubeControllerManager)),

@@ -159,6 +159,11 @@ func nodeRules() []rbacv1.PolicyRule {
 		// also does service proxying run under the node identity.
 		rule(readVerbs(), coreGroup, "endpoints"),
 		rule(verbs("create", "get", "list", "watch"), certificatesGroup, "certificatesigningrequests"),
+		// clusterTrustBundle and podCertificate projected volumes; the node
+		// authorizer and the Certificates admission narrow the requests.
+		rule(readVerbs(), certificatesGroup, "clustertrustbundles"),
+		rule(verbs("create", "get", "list", "watch"), certificatesGroup, "podcertificaterequests"),
+		rule(verbs("get"), coreGroup, "serviceaccounts"),
 		rule(verbs("get", "create", "update", "patch", "delete"), coordinationGroup, "leases"),
 		rule(verbs("create"), coreGroup, "serviceaccounts/token"),
 		rule(verbs("get"), storageGroup, "volumeattachments"),

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"skiff/server/controller/controllertest"
 )
@@ -432,5 +433,78 @@ func TestDaemonSet_HistoryAndUndoThroughControllerRevisions(t *testing.T) {
 	e.must(err)
 	if string(patch) != string(revs[0].Data.Raw) {
 		t.Errorf("the restored template does not match its revision:\n%s\n%s", patch, revs[0].Data.Raw)
+	}
+}
+
+// The conformance "rollback without unnecessary restarts" case: an update
+// to an image that never starts is stuck on its first node; rolling back
+// before it completes replaces only that node's pod and keeps the old
+// pods everywhere else.
+func TestDaemonSet_RollbackMidRollout_KeepsUntouchedOldPods(t *testing.T) {
+	e := start(t)
+	nodes := []string{"n1", "n2"}
+	for _, n := range nodes {
+		e.node(n, nil)
+	}
+	const broken = "foo:non-existent"
+	seen := map[types.UID]time.Time{}
+	go func() {
+		for e.ctx.Err() == nil {
+			pods, err := e.client.CoreV1().Pods(ns).List(e.ctx, metav1.ListOptions{})
+			if err == nil {
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					// A pod whose image cannot be pulled stays Pending.
+					if p.Spec.Containers[0].Image == broken && p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+						continue
+					}
+					e.tend(p, seen, 0)
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // a kubelet's sync period, not an assertion
+		}
+	}()
+	ds := daemonSet("agent", "agent:v1", nil)
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}
+	_, err := e.client.AppsV1().DaemonSets(ns).Create(e.ctx, ds, metav1.CreateOptions{})
+	e.must(err)
+	e.waitFor("v1 on every node", func() bool { return e.placedOn("agent", nodes...) && e.rolledOut("agent", 2) })
+
+	setImage := func(image string) {
+		e.must(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := e.daemonSet("agent")
+			cur.Spec.Template.Spec.Containers[0].Image = image
+			_, err := e.client.AppsV1().DaemonSets(ns).Update(e.ctx, cur, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+	setImage(broken)
+	var oldNode string
+	var oldUID types.UID
+	e.waitFor("one node on the broken image, the other still on v1", func() bool {
+		byNode := e.daemonPods("agent")
+		images := map[string]string{}
+		for n, pods := range byNode {
+			if len(pods) == 1 {
+				images[n] = pods[0].Spec.Containers[0].Image
+			}
+		}
+		for _, n := range nodes {
+			other := nodes[0]
+			if other == n {
+				other = nodes[1]
+			}
+			if images[n] == broken && images[other] == "agent:v1" {
+				oldNode, oldUID = other, byNode[other][0].UID
+				return true
+			}
+		}
+		return false
+	})
+
+	setImage("agent:v1")
+	e.waitFor("v1 on every node again", func() bool { return e.runs("agent", "agent:v1", nodes...) && e.rolledOut("agent", 2) })
+	if pods := e.daemonPods("agent")[oldNode]; len(pods) != 1 || pods[0].UID != oldUID {
+		t.Errorf("the v1 pod on %s was restarted by the rollback", oldNode)
 	}
 }

@@ -214,3 +214,32 @@ func TestEndpoints_ServiceWithoutSelector_LeftAlone(t *testing.T) {
 		t.Errorf("hand-made endpoints changed: %+v", ep)
 	}
 }
+
+// As the conformance test of the Endpoints lifecycle does: Endpoints with
+// no Service at all, created, updated and patched by hand.
+func TestEndpoints_WithoutService_UpdatedByHandAndKept(t *testing.T) {
+	c := startCluster(t)
+	// Past the sweep at start, which does delete Endpoints left by a
+	// Service that went while the controller was away.
+	c.service("first", "10.43.0.21", map[string]string{"app": "web"})
+	c.eventually("the first service's endpoints", func() bool { return c.endpoints("first") != nil })
+	standalone := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "standalone", Namespace: "default", Labels: map[string]string{"static": "true"}},
+		Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.24"}}, Ports: []corev1.EndpointPort{{Name: "http", Port: 80}}}},
+	}
+	ep, err := c.client.CoreV1().Endpoints("default").Create(c.ctx, standalone, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Labels["updated"] = "true"
+	if _, err := c.client.CoreV1().Endpoints("default").Update(c.ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One worker: once a later Service's endpoints exist, the update
+	// above has been through the queue.
+	c.service("web", "10.43.0.20", map[string]string{"app": "web"})
+	c.eventually("the selector service's endpoints", func() bool { return c.endpoints("web") != nil })
+	if got := c.endpoints("standalone"); got == nil || got.Labels["updated"] != "true" {
+		t.Fatalf("Endpoints without a Service were deleted or reverted after an update: %+v", got)
+	}
+}

@@ -89,9 +89,9 @@ func Run(ctx context.Context, cfg Config) error {
 		worker.Subscription{Informer: svcInf.Informer(), Handler: c.queue.Handlers()},
 		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
 		// Someone else's change to (or deletion of) an Endpoints object
-		// is undone; the controller's own writes come back too, and sync
-		// then finds nothing to do.
-		worker.Subscription{Informer: epInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{UpdateFunc: c.queue.EnqueueUpdate, DeleteFunc: c.queue.Enqueue}},
+		// of a Service is undone; the controller's own writes come back
+		// too, and sync then finds nothing to do.
+		worker.Subscription{Informer: epInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{UpdateFunc: c.updateEndpoints, DeleteFunc: c.queue.Enqueue}},
 	)
 	if err != nil {
 		return fmt.Errorf("endpoints controller: add event handler: %w", err)
@@ -120,6 +120,20 @@ func (c *controller) sweepLeftovers() {
 		if _, err := c.services.Services(ep.Namespace).Get(ep.Name); err != nil {
 			c.queue.Add(ep.Namespace + "/" + ep.Name)
 		}
+	}
+}
+
+// updateEndpoints queues the Endpoints of an existing Service only. Those
+// without a Service are someone's own (made by hand, as upstream allows),
+// left alone as upstream leaves them: only a Service's deletion, or the
+// sweep at start, removes the Endpoints it leaves behind.
+func (c *controller) updateEndpoints(_, cur any) {
+	ep, ok := cur.(*corev1.Endpoints)
+	if !ok {
+		return
+	}
+	if _, err := c.services.Services(ep.Namespace).Get(ep.Name); err == nil {
+		c.queue.Enqueue(ep)
 	}
 }
 

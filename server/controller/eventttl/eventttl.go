@@ -1,8 +1,9 @@
 // Package eventttl expires Events. Upstream stores Events in etcd with a
 // one-hour lease, so they vanish by themselves; our store has no TTL, so
 // this controller sweeps instead: every Period it pages through the
-// core/v1 and events.k8s.io/v1 Events and deletes those last seen more
-// than TTL ago.
+// Events and deletes those last seen more than TTL ago. core/v1 and
+// events.k8s.io/v1 serve the same stored Events (as upstream), so one
+// sweep through core/v1 covers both.
 //
 // It keeps no informer: a cluster with an event storm may hold far more
 // Events than any controller wants in memory, and each sweep holds only
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,7 +37,7 @@ const (
 
 // Config wires the sweeper. It records no Events of its own (they would
 // be about Events) and so takes no recorder; it needs list and delete on
-// events in both groups.
+// core/v1 events.
 type Config struct {
 	Client kubernetes.Interface
 	Logger *slog.Logger
@@ -94,14 +94,10 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// sweep deletes the Events of both groups last seen before now-TTL and
-// returns how many it deleted. A failure in one group does not spare the
-// other.
+// sweep deletes the Events last seen before now-TTL and returns how many
+// it deleted.
 func (s *sweeper) sweep(ctx context.Context, now time.Time) (int, error) {
-	cutoff := now.Add(-s.ttl)
-	core, err1 := s.sweepCore(ctx, cutoff)
-	events, err2 := s.sweepEvents(ctx, cutoff)
-	return core + events, errors.Join(err1, err2)
+	return s.sweepCore(ctx, now.Add(-s.ttl))
 }
 
 // expired is one Event to delete; the preconditions make the delete fail
@@ -130,26 +126,6 @@ func (s *sweeper) sweepCore(ctx context.Context, cutoff time.Time) (int, error) 
 		return out, l.Continue, nil
 	}, func(ctx context.Context, e expired, opts metav1.DeleteOptions) error {
 		return s.client.CoreV1().Events(e.namespace).Delete(ctx, e.name, opts)
-	})
-}
-
-func (s *sweeper) sweepEvents(ctx context.Context, cutoff time.Time) (int, error) {
-	api := s.client.EventsV1().Events(metav1.NamespaceAll)
-	return s.pages(ctx, "events.k8s.io/v1", func(ctx context.Context, opts metav1.ListOptions) ([]expired, string, error) {
-		l, err := api.List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		var out []expired
-		for i := range l.Items {
-			e := &l.Items[i]
-			if lastSeenEvents(e).Before(cutoff) {
-				out = append(out, expired{e.Namespace, e.Name, e.UID, e.ResourceVersion})
-			}
-		}
-		return out, l.Continue, nil
-	}, func(ctx context.Context, e expired, opts metav1.DeleteOptions) error {
-		return s.client.EventsV1().Events(e.namespace).Delete(ctx, e.name, opts)
 	})
 }
 
@@ -194,24 +170,6 @@ func lastSeenCore(e *corev1.Event) time.Time {
 	t = later(t, e.EventTime.Time)
 	if t.IsZero() {
 		t = later(t, e.FirstTimestamp.Time)
-	}
-	if t.IsZero() {
-		return e.CreationTimestamp.Time
-	}
-	return t
-}
-
-// lastSeenEvents is the same for events.k8s.io/v1, whose fields are the
-// same ones under other names.
-func lastSeenEvents(e *eventsv1.Event) time.Time {
-	var t time.Time
-	if e.Series != nil {
-		t = later(t, e.Series.LastObservedTime.Time)
-	}
-	t = later(t, e.DeprecatedLastTimestamp.Time)
-	t = later(t, e.EventTime.Time)
-	if t.IsZero() {
-		t = later(t, e.DeprecatedFirstTimestamp.Time)
 	}
 	if t.IsZero() {
 		return e.CreationTimestamp.Time

@@ -47,7 +47,8 @@ func each(pods []*corev1.Pod, f func(i int, p *corev1.Pod) error) error {
 // batches of 1, 2, 4... stopping at the first batch with a failure: when
 // one create fails (quota, admission) the rest would likely fail alike,
 // and each failure is an event.
-func (c *controller) createPods(ctx context.Context, key string, job *batchv1.Job, n int, indexes []int) (int32, error) {
+func (c *controller) createPods(ctx context.Context, s *state, n int, indexes []int) (int32, error) {
+	key, job := s.key, s.job
 	c.exp.expectCreations(key, n)
 	var created atomic.Int32
 	var errs []error
@@ -60,6 +61,9 @@ func (c *controller) createPods(ctx context.Context, key string, job *batchv1.Jo
 				ix = indexes[done+i]
 			}
 			batch[i] = newPod(job, ix)
+			if ix != noIndex && hasBackoffLimitPerIndex(job) {
+				annotateIndexFailures(batch[i], job, s.delayed[ix])
+			}
 		}
 		err := each(batch, func(_ int, p *corev1.Pod) error {
 			if err := c.createPod(ctx, job, p); err != nil {

@@ -16,11 +16,12 @@ import (
 type failurePolicyMatch struct {
 	count   bool
 	failJob *string
+	// failIndex: a FailIndex rule matched; the index fails at once
+	// (validation allows the action only with backoffLimitPerIndex).
+	failIndex bool
 }
 
 // matchFailurePolicy applies the first matching rule, as upstream does.
-// FailIndex rules need backoffLimitPerIndex, which this controller does
-// not implement; they count the failure like Count.
 func matchFailurePolicy(policy *batchv1.PodFailurePolicy, p *corev1.Pod) failurePolicyMatch {
 	if policy == nil {
 		return failurePolicyMatch{count: true}
@@ -49,6 +50,8 @@ func matchFailurePolicy(policy *batchv1.PodFailurePolicy, p *corev1.Pod) failure
 			return failurePolicyMatch{}
 		case batchv1.PodFailurePolicyActionFailJob:
 			return failurePolicyMatch{count: true, failJob: &msg}
+		case batchv1.PodFailurePolicyActionFailIndex:
+			return failurePolicyMatch{count: true, failIndex: true}
 		default:
 			return failurePolicyMatch{count: true}
 		}

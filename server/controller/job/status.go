@@ -46,6 +46,14 @@ func (c *controller) trackStatus(ctx context.Context, s *state, needsFlush bool,
 			needsFlush = true
 		}
 		job.Status.Succeeded = int32(s.indexes.total())
+		var failedStr *string
+		if s.failedIndexes != nil {
+			failedStr = new(s.failedIndexes.String())
+		}
+		if deref(failedStr) != deref(job.Status.FailedIndexes) || (failedStr == nil) != (job.Status.FailedIndexes == nil) {
+			job.Status.FailedIndexes = failedStr
+			needsFlush = true
+		}
 	}
 	if s.addInterimCondition(now) {
 		needsFlush = true
@@ -148,7 +156,18 @@ func (s *state) addInterimCondition(now time.Time) bool {
 // canRemoveFinalizer: a pod is released once its outcome is known, or as
 // soon as the whole job is ending.
 func (c *controller) canRemoveFinalizer(s *state, p *corev1.Pod, failed bool) bool {
-	return s.job.DeletionTimestamp != nil || s.finished != nil || p.Status.Phase == corev1.PodSucceeded || failed
+	if s.job.DeletionTimestamp != nil || s.finished != nil || p.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	if !failed {
+		return false
+	}
+	// The failed pod whose failure count its replacement must learn stays
+	// until that replacement exists.
+	if d, ok := s.delayed[completionIndex(p)]; ok && d.UID == p.UID {
+		return false
+	}
+	return true
 }
 
 // flushAndRelease writes the status holding the new uncounted UIDs, then

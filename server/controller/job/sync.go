@@ -46,6 +46,12 @@ type state struct {
 	// prevIndexes are the completed indexes in status, indexes those plus
 	// the newly succeeded ones (Indexed jobs only).
 	prevIndexes, indexes intervals
+	// failedIndexes are those in status plus the newly failed ones, for
+	// jobs with backoffLimitPerIndex only (nil otherwise); delayed holds
+	// per index to retry the failed pod its replacement takes its failure
+	// count from.
+	failedIndexes *intervals
+	delayed       map[int]*corev1.Pod
 	// finished is the condition the job is heading for, if any.
 	finished *batchv1.JobCondition
 	backoff  backoffRecord
@@ -225,12 +231,32 @@ func (c *controller) decideFinished(s *state, now time.Time) {
 	if isIndexed(job) {
 		s.prevIndexes, s.indexes = succeededIndexes(job, s.pods)
 		s.succeeded = int32(s.indexes.total())
+		if hasBackoffLimitPerIndex(job) {
+			c.decideFailedIndexes(s, now)
+		}
 		if s.finished == nil {
 			if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, int(deref(job.Spec.Completions)), s.indexes); ok {
 				s.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
 			}
 		}
 	}
+}
+
+// decideFailedIndexes finds the indexes that failed for good and fails
+// the job when too many did, or when every index is done and some failed.
+func (c *controller) decideFailedIndexes(s *state, now time.Time) {
+	job := s.job
+	failed := failedIndexes(job, s.pods)
+	s.failedIndexes = &failed
+	if s.finished == nil {
+		switch {
+		case job.Spec.MaxFailedIndexes != nil && failed.total() > int(*job.Spec.MaxFailedIndexes):
+			s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
+		case failed.total() > 0 && failed.total()+s.indexes.total() >= int(deref(job.Spec.Completions)):
+			s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
+		}
+	}
+	s.delayed = podsWithDelayedRemoval(job, s.pods, s.active, s.indexes, failed)
 }
 
 // updateSuspended keeps the Suspended condition in line with
@@ -294,17 +320,32 @@ func (c *controller) manage(ctx context.Context, s *state, now time.Time) (int32
 	if diff <= 0 {
 		return active, nil
 	}
-	if left := s.backoff.remaining(now, c.cfg.PodFailureBackoff, c.cfg.MaxPodFailureBackoff); left > 0 {
+	perIndex := hasBackoffLimitPerIndex(job)
+	// With per-index limits each index has its own back-off (below).
+	if left := s.backoff.remaining(now, c.cfg.PodFailureBackoff, c.cfg.MaxPodFailureBackoff); left > 0 && !perIndex {
 		c.queue.AddAfter(s.key, max(left, c.cfg.SyncBatchPeriod))
 		return active, nil
 	}
 	diff = min(diff, maxPodChangesPerSync)
 	var indexes []int
 	if isIndexed(job) {
-		indexes = pendingIndexes(s.indexes, busy, int(diff), int(deref(job.Spec.Completions)))
+		done := s.indexes
+		if s.failedIndexes != nil {
+			for _, v := range *s.failedIndexes {
+				done = done.add(v)
+			}
+		}
+		indexes = pendingIndexes(done, busy, int(diff), int(deref(job.Spec.Completions)))
+		if perIndex {
+			var wait time.Duration
+			if indexes, wait = readyIndexes(indexes, s.delayed, now, c.cfg.PodFailureBackoff, c.cfg.MaxPodFailureBackoff); wait > 0 {
+				c.queue.AddAfter(s.key, max(wait, c.cfg.SyncBatchPeriod))
+				return active, nil
+			}
+		}
 		diff = int32(len(indexes))
 	}
-	created, err := c.createPods(ctx, s.key, job, int(diff), indexes)
+	created, err := c.createPods(ctx, s, int(diff), indexes)
 	return active + created, err
 }
 

@@ -184,25 +184,55 @@ func (d *deleter) deleteAllContent(ctx context.Context, namespace string) *conte
 	if err != nil {
 		c.gvErr = err
 	}
+	// Pods go first, and nothing else goes until they are gone (upstream's
+	// OrderedNamespaceDeletion): a pod still running must keep the
+	// secrets, configmaps and service account it uses, and its policies.
+	pods, rest := splitPods(resources)
 	now := time.Now()
-	for _, r := range resources {
-		left, err := d.deleteResource(ctx, r, namespace)
-		if err != nil {
-			c.deleteErrs = append(c.deleteErrs, err)
-		}
-		if len(left) == 0 {
-			continue
-		}
-		c.remaining[r.gvr] += len(left)
-		estimate, waiting := assess(left, now, c.finalizers)
-		c.estimate = max(c.estimate, estimate)
-		if !waiting && err == nil {
-			// Nothing is deleting these; something (a create racing the
-			// delete) put them there after we looked. Retry, as an error.
-			c.deleteErrs = append(c.deleteErrs, fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", namespace, r.gvr))
-		}
+	for _, r := range pods {
+		d.deleteAndAssess(ctx, c, r, namespace, now)
+	}
+	if len(c.remaining) > 0 {
+		return c
+	}
+	for _, r := range rest {
+		d.deleteAndAssess(ctx, c, r, namespace, now)
 	}
 	return c
+}
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// splitPods separates core pods from the other resources.
+func splitPods(resources []resource) (pods, rest []resource) {
+	for _, r := range resources {
+		if r.gvr == podsGVR {
+			pods = append(pods, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return pods, rest
+}
+
+// deleteAndAssess empties one resource in the namespace and records in c
+// what is left and why.
+func (d *deleter) deleteAndAssess(ctx context.Context, c *content, r resource, namespace string, now time.Time) {
+	left, err := d.deleteResource(ctx, r, namespace)
+	if err != nil {
+		c.deleteErrs = append(c.deleteErrs, err)
+	}
+	if len(left) == 0 {
+		return
+	}
+	c.remaining[r.gvr] += len(left)
+	estimate, waiting := assess(left, now, c.finalizers)
+	c.estimate = max(c.estimate, estimate)
+	if !waiting && err == nil {
+		// Nothing is deleting these; something (a create racing the
+		// delete) put them there after we looked. Retry, as an error.
+		c.deleteErrs = append(c.deleteErrs, fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", namespace, r.gvr))
+	}
 }
 
 // deletable picks the resources that can be emptied: those with

@@ -400,3 +400,47 @@ func TestRun(t *testing.T) {
 		t.Error("doomed namespace's content was not deleted")
 	}
 }
+
+func TestPodsRemain_OtherContentWaitsForThem(t *testing.T) {
+	f := newFixture(t, []runtime.Object{terminating("ordered")},
+		object("v1", "Pod", "ordered", "held", "example.com/hold"),
+		object("v1", "ConfigMap", "ordered", "cm"),
+		object("apps/v1", "Deployment", "ordered", "d"))
+	var remaining *remainingError
+	if err := f.d.sync(context.Background(), "ordered"); !errors.As(err, &remaining) {
+		t.Fatalf("sync = %v, want remaining content", err)
+	}
+	podsLeft := stored(f.meta.Tracker(), pods, "ordered")
+	if len(podsLeft) != 1 || podsLeft[0].DeletionTimestamp == nil {
+		t.Fatalf("pods = %+v, want the held pod, being deleted", podsLeft)
+	}
+	for _, gvr := range []schema.GroupVersionResource{configmaps, deployments} {
+		if left := stored(f.meta.Tracker(), gvr, "ordered"); len(left) != 1 {
+			t.Errorf("%s deleted while a pod remains: %d left", gvr.Resource, len(left))
+		}
+	}
+	for _, a := range f.meta.Actions() {
+		if strings.HasPrefix(a.GetVerb(), "delete") && a.GetResource() != pods {
+			t.Errorf("%s %s before the pods were gone", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if finalized(f.namespace(t, "ordered")) {
+		t.Fatal("namespace finalized while a pod remains")
+	}
+
+	// The pod's finalizer is released: the rest goes and the namespace too.
+	if err := f.meta.Tracker().Delete(pods, "ordered", "held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.sync(context.Background(), "ordered"); err != nil {
+		t.Fatalf("sync once pods are gone: %v", err)
+	}
+	for _, gvr := range []schema.GroupVersionResource{configmaps, deployments} {
+		if left := stored(f.meta.Tracker(), gvr, "ordered"); len(left) != 0 {
+			t.Errorf("%s left after the pods went: %d", gvr.Resource, len(left))
+		}
+	}
+	if !finalized(f.namespace(t, "ordered")) {
+		t.Error("namespace not finalized once empty")
+	}
+}

@@ -1,8 +1,10 @@
 // Package replicaset keeps the number of pods each ReplicaSet asks for
-// (upstream's replicaset controller). It creates pods from the template in
-// slow-start batches, deletes the least valuable ones first when there are
-// too many, adopts matching orphans and releases pods whose labels stopped
-// matching, and reports counts and a ReplicaFailure condition in status.
+// (upstream's replicaset controller), and, run over them, each
+// ReplicationController (upstream's replication manager). It creates pods
+// from the template in slow-start batches, deletes the least valuable ones
+// first when there are too many, adopts matching orphans and releases pods
+// whose labels stopped matching, and reports counts and a ReplicaFailure
+// condition in status.
 package replicaset
 
 import (
@@ -17,10 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -38,19 +38,17 @@ const (
 	defaultBurstReplicas = 500
 )
 
-var controllerKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
-
 // Config wires the controller.
 type Config struct {
 	Client kubernetes.Interface
-	// Informers is shared with the other controllers; the ReplicaSet and
-	// Pod informers are taken from it.
+	// Informers is shared with the other controllers; the ReplicaSet (or
+	// ReplicationController) and Pod informers are taken from it.
 	Informers informers.SharedInformerFactory
 	// Recorder records the SuccessfulCreate/SuccessfulDelete/FailedCreate
-	// events on ReplicaSets.
+	// events on ReplicaSets (or ReplicationControllers).
 	Recorder record.EventRecorder
 	Logger   *slog.Logger
-	// Workers is how many ReplicaSets are synced at once (5 when zero).
+	// Workers is how many objects are synced at once (5 when zero).
 	Workers int
 	// BurstReplicas caps the pods created or deleted per sync (500 when
 	// zero).
@@ -62,7 +60,7 @@ type controller struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	burst    int
-	rsLister appslisters.ReplicaSetLister
+	kind     ownerKind
 	pods     corelisters.PodLister
 	queue    *worker.Queue
 	exp      *expectations
@@ -70,22 +68,29 @@ type controller struct {
 
 // Run keeps ReplicaSets supplied with pods until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
+	return run(ctx, cfg, newReplicaSets)
+}
+
+func run(ctx context.Context, cfg Config, newKind func(kubernetes.Interface, informers.SharedInformerFactory) ownerKind) error {
 	if cfg.Client == nil || cfg.Informers == nil || cfg.Recorder == nil {
 		return errors.New("replicaset controller: Client, Informers and Recorder are required")
 	}
+	kind := newKind(cfg.Client, cfg.Informers)
+	noun := kind.noun()
 	c := &controller{
 		client:   cfg.Client,
 		recorder: cfg.Recorder,
 		log:      cfg.Logger,
 		burst:    cfg.BurstReplicas,
+		kind:     kind,
 		exp:      newExpectations(),
 	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	c.queue = worker.New(worker.Config{Name: "replicaset", Log: c.log, Message: "replicaset sync", Noun: "replicaset",
+	c.queue = worker.New(worker.Config{Name: noun, Log: c.log, Message: noun + " sync", Noun: noun,
 		// A cache behind our own writes; the retry reads anew.
-		Quiet: apierrors.IsConflict, QuietMessage: "replicaset sync conflict"})
+		Quiet: apierrors.IsConflict, QuietMessage: noun + " sync conflict"})
 	defer c.queue.ShutDown()
 	if c.burst <= 0 {
 		c.burst = defaultBurstReplicas
@@ -94,15 +99,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if workers <= 0 {
 		workers = defaultWorkers
 	}
-	rsInf := cfg.Informers.Apps().V1().ReplicaSets()
 	podInf := cfg.Informers.Core().V1().Pods()
-	c.rsLister, c.pods = rsInf.Lister(), podInf.Lister()
+	c.pods = podInf.Lister()
 	synced, unsubscribe, err := worker.Subscribe(
-		worker.Subscription{Informer: rsInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.queue.Enqueue, UpdateFunc: c.queue.EnqueueUpdate, DeleteFunc: c.deleteRS}},
+		worker.Subscription{Informer: kind.informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.queue.Enqueue, UpdateFunc: c.queue.EnqueueUpdate, DeleteFunc: c.deleteRS}},
 		worker.Subscription{Informer: podInf.Informer(), Handler: cache.ResourceEventHandlerFuncs{AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod}},
 	)
 	if err != nil {
-		return fmt.Errorf("replicaset controller informer: %w", err)
+		return fmt.Errorf("%s controller informer: %w", noun, err)
 	}
 	defer unsubscribe()
 	cfg.Informers.Start(ctx.Done())
@@ -128,7 +132,7 @@ func (c *controller) deleteRS(obj any) {
 // points to, or nil when it is not one of ours or names a ReplicaSet that
 // has since been replaced by another with the same name.
 func (c *controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	rs, _ := ownerref.Resolve(ref, controllerKind, c.rsLister.ReplicaSets(namespace).Get)
+	rs, _ := ownerref.Resolve(ref, c.kind.gvk(), func(name string) (*appsv1.ReplicaSet, error) { return c.kind.get(namespace, name) })
 	return rs
 }
 
@@ -138,7 +142,7 @@ func (c *controller) replicaSetsSelecting(pod *corev1.Pod) []*appsv1.ReplicaSet 
 	if len(pod.Labels) == 0 {
 		return nil
 	}
-	list, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	list, err := c.kind.list(pod.Namespace)
 	if err != nil {
 		return nil
 	}

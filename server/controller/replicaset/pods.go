@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -80,12 +81,12 @@ func (c *controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel l
 // the ReplicaSet still exists and is not being deleted: adopting for a
 // ReplicaSet that is going would hand the pod to the garbage collector.
 func (c *controller) canAdopt(ctx context.Context, rs *appsv1.ReplicaSet) (bool, error) {
-	fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+	fresh, err := c.kind.fetch(ctx, rs.Namespace, rs.Name)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("recheck replicaset %s/%s before adoption: %w", rs.Namespace, rs.Name, err)
+		return false, fmt.Errorf("recheck %s %s/%s before adoption: %w", c.kind.noun(), rs.Namespace, rs.Name, err)
 	}
 	return fresh.UID == rs.UID && fresh.DeletionTimestamp == nil, nil
 }
@@ -101,7 +102,7 @@ type ownerRefPatch struct {
 // the patch makes it fail rather than touch a same-named successor.
 func (c *controller) adopt(ctx context.Context, rs *appsv1.ReplicaSet, pod *corev1.Pod) error {
 	var p ownerRefPatch
-	p.Metadata.OwnerReferences = []any{*metav1.NewControllerRef(rs, controllerKind)}
+	p.Metadata.OwnerReferences = []any{*metav1.NewControllerRef(rs, c.kind.gvk())}
 	p.Metadata.UID = pod.UID
 	return c.patchPod(ctx, pod, p)
 }
@@ -127,8 +128,8 @@ func (c *controller) patchPod(ctx context.Context, pod *corev1.Pod, p ownerRefPa
 }
 
 // podFromTemplate is the pod a ReplicaSet creates: its template, named
-// after it, controlled by it.
-func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
+// after it, controlled by it (as an object of the given kind).
+func podFromTemplate(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
 	t := rs.Spec.Template
 	prefix := rs.Name + "-"
 	if len(validation.NameIsDNSSubdomain(prefix, true)) != 0 {
@@ -141,14 +142,14 @@ func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
 			Labels:          maps.Clone(t.Labels),
 			Annotations:     maps.Clone(t.Annotations),
 			Finalizers:      append([]string(nil), t.Finalizers...),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, controllerKind)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, kind)},
 		},
 		Spec: *t.Spec.DeepCopy(),
 	}
 }
 
 func (c *controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod := podFromTemplate(rs)
+	pod := podFromTemplate(rs, c.kind.gvk())
 	if len(pod.Labels) == 0 {
 		// Unlabelled pods could never be counted back.
 		return errors.New("unable to create pods, no labels")
@@ -156,11 +157,11 @@ func (c *controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, reasonFailedCreate, "Error creating: %v", err)
+			c.recorder.Eventf(c.kind.eventObject(rs), corev1.EventTypeWarning, reasonFailedCreate, "Error creating: %v", err)
 		}
-		return fmt.Errorf("create pod for replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+		return fmt.Errorf("create pod for %s %s/%s: %w", c.kind.noun(), rs.Namespace, rs.Name, err)
 	}
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, reasonSuccessfulCreate, "Created pod: %v", created.Name)
+	c.recorder.Eventf(c.kind.eventObject(rs), corev1.EventTypeNormal, reasonSuccessfulCreate, "Created pod: %v", created.Name)
 	return nil
 }
 
@@ -170,10 +171,10 @@ func (c *controller) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, pod
 		return err
 	}
 	if err != nil {
-		c.recorder.Eventf(rs, corev1.EventTypeWarning, reasonFailedDelete, "Error deleting: %v", err)
+		c.recorder.Eventf(c.kind.eventObject(rs), corev1.EventTypeWarning, reasonFailedDelete, "Error deleting: %v", err)
 		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, reasonSuccessfulDelete, "Deleted pod: %v", pod.Name)
+	c.recorder.Eventf(c.kind.eventObject(rs), corev1.EventTypeNormal, reasonSuccessfulDelete, "Deleted pod: %v", pod.Name)
 	return nil
 }
 

@@ -23,21 +23,22 @@ func (c *controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
+	rs, err := c.kind.get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get replicaset %s: %w", key, err)
+		return fmt.Errorf("get %s %s: %w", c.kind.noun(), key, err)
 	}
 	// Read before the pods are listed: an expectation met after the list
 	// must not make an outdated list look current.
 	needsSync := c.exp.satisfied(key)
 	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil || rs.Spec.Selector == nil {
-		// Validation refuses such selectors; nothing can be done with one.
-		c.log.Warn("replicaset with an invalid selector", "replicaset", key, "err", err)
+	if err != nil || rs.Spec.Selector == nil || sel.Empty() {
+		// Validation refuses such selectors; nothing can be done with one,
+		// and an empty one would claim every pod of the namespace.
+		c.log.Warn("invalid selector", c.kind.noun(), key, "err", err)
 		return nil
 	}
 	all, err := c.pods.Pods(ns).List(labels.Everything())
@@ -62,7 +63,15 @@ func (c *controller) sync(ctx context.Context, key string) error {
 		manageErr = c.manageReplicas(ctx, rs, claimed)
 	}
 	status := calculateStatus(rs, claimed, terminating, manageErr, time.Now())
+	if !c.kind.countsTerminating() {
+		status.TerminatingReplicas = nil
+	}
 	updated, err := c.updateStatus(ctx, rs, status)
+	if apierrors.IsNotFound(err) {
+		// Deleted since the cache showed it: nothing is left to report
+		// on or to retry for, and its deletion event forgets the rest.
+		return nil
+	}
 	if err != nil {
 		return errors.Join(manageErr, err)
 	}
@@ -149,7 +158,7 @@ func (c *controller) relatedPods(rs *appsv1.ReplicaSet) []*corev1.Pod {
 	family := []*appsv1.ReplicaSet{rs}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
 		family = nil
-		all, _ := c.rsLister.ReplicaSets(rs.Namespace).List(labels.Everything())
+		all, _ := c.kind.list(rs.Namespace)
 		for _, other := range all {
 			if o := metav1.GetControllerOfNoCopy(other); o != nil && o.UID == ref.UID {
 				family = append(family, other)
@@ -241,19 +250,18 @@ func (c *controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 	if reflect.DeepEqual(rs.Status, st) {
 		return rs, nil
 	}
-	client := c.client.AppsV1().ReplicaSets(rs.Namespace)
 	cur := rs.DeepCopy()
 	for attempt := 0; ; attempt++ {
 		cur.Status = st
-		updated, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		updated, err := c.kind.updateStatus(ctx, cur)
 		if err == nil {
 			return updated, nil
 		}
 		if attempt >= 1 || !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+			return nil, fmt.Errorf("update status of %s %s/%s: %w", c.kind.noun(), rs.Namespace, rs.Name, err)
 		}
-		if cur, err = client.Get(ctx, rs.Name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("get replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+		if cur, err = c.kind.fetch(ctx, rs.Namespace, rs.Name); err != nil {
+			return nil, fmt.Errorf("get %s %s/%s: %w", c.kind.noun(), rs.Namespace, rs.Name, err)
 		}
 		// Generation may have moved on; the status still describes what
 		// this sync saw, so it claims only the generation it read.

@@ -435,3 +435,33 @@ func TestStatefulSet_Parallel_CreatesAllAtOnceAndRecreatesFailedPods(t *testing.
 		t.Errorf("events %v", e.events)
 	}
 }
+
+// The kubelet refuses a pod whose host port another pod holds: the pod
+// goes Failed before it ever ran. An OrderedReady set must replace it
+// each time, and run once the port is free.
+func TestStatefulSet_OrderedReady_PodRejectedByKubelet_RecreatedUntilRunning(t *testing.T) {
+	e := start(t)
+	e.create(statefulSet("ss", 1))
+	seen := map[string]bool{}
+	for range 3 {
+		var pod *corev1.Pod
+		e.waitFor("a new ss-0", func() bool {
+			p, ok := e.pod("ss-0")
+			if ok && !seen[string(p.UID)] && p.DeletionTimestamp == nil {
+				pod = p
+				return true
+			}
+			return false
+		})
+		seen[string(pod.UID)] = true
+		pod.Status.Phase, pod.Status.Reason = corev1.PodFailed, "NodePorts"
+		_, err := e.client.CoreV1().Pods(ns).UpdateStatus(e.ctx, pod, metav1.UpdateOptions{})
+		e.must(err)
+	}
+	e.waitFor("a fourth ss-0", func() bool {
+		p, ok := e.pod("ss-0")
+		return ok && !seen[string(p.UID)] && p.DeletionTimestamp == nil
+	})
+	e.ready("ss-0")
+	e.waitFor("ss ready", func() bool { return e.status("ss").ReadyReplicas == 1 })
+}

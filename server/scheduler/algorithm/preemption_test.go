@@ -2,11 +2,13 @@ package algorithm
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -133,5 +135,34 @@ func TestPreempt_AntiAffinityVictim(t *testing.T) {
 	}
 	if got := victimNames(p); len(got) != 1 || got[0] != "rival" {
 		t.Errorf("victims %v, want [rival]", got)
+	}
+}
+
+// The conformance PreemptionExecutionPath case: the node advertises 1000
+// of an extended resource, three lower pods hold 950 and the preemptor
+// asks 500. Putting victims back most important first keeps the 450 pod;
+// the 300 and 200 pods go.
+func TestPreempt_ExtendedResource_EvictsLeastImportantUntilItFits(t *testing.T) {
+	const fake v1.ResourceName = "example.com/fakecpu"
+	extended := func(q string) podOpt {
+		return func(p *v1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "c", Image: "app", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{fake: resource.MustParse(q)}, Limits: v1.ResourceList{fake: resource.MustParse(q)}}})
+		}
+	}
+	node := mkNode("a", "4", "8Gi", func(n *v1.Node) { n.Status.Allocatable[fake] = resource.MustParse("1000") })
+	placed := []*v1.Pod{
+		mkPod("p1", on("a"), extended("200"), priority(1)),
+		mkPod("p2", on("a"), extended("300"), priority(2)),
+		mkPod("p3", on("a"), extended("450"), priority(3)),
+	}
+	p := preempt(t, mkPod("p4", extended("500"), priority(4)), []*v1.Node{node}, placed)
+	if p.Node != "a" {
+		t.Fatalf("preemption node %q: %s", p.Node, p.Message)
+	}
+	got := victimNames(p)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"p1", "p2"}) {
+		t.Errorf("victims %v, want [p1 p2]", got)
 	}
 }

@@ -117,6 +117,9 @@ func (a *Algorithm) newCycle(pi *PodInfo, st State) (*cycle, *Status) {
 	if pi.ParseErr != nil {
 		return nil, newStatus(UnschedulableAndUnresolvable, InterPodAffinity, fmt.Sprintf("invalid label selector: %v", pi.ParseErr))
 	}
+	if s := preFilterResourceClaims(pi.Pod); s != nil { // dynamicresources.go
+		return nil, s
+	}
 	if a.enabled(NodeAffinity) {
 		if c.only = c.nodeAffinity.nodeNames(); c.only != nil && c.only.Len() == 0 {
 			return nil, newStatus(UnschedulableAndUnresolvable, NodeAffinity, ReasonAffinityConflict)
