@@ -9,6 +9,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -96,17 +97,25 @@ func (s *Server) apply(q *request) {
 	body, err := s.readBody(q.w, q.r)
 	fv, ferr := parseFieldValidation(q.r)
 	dry, derr := dryRun(q.r)
-	var applied runtime.Object
+	var typed runtime.Object
+	// The field manager merges the configuration as sent, not its typed
+	// form: decoding into a Go struct would add the zero values of fields
+	// without omitempty (a StorageVersionMigration's spec.resource.group),
+	// and the applier would then own and clear them. The typed decode
+	// still validates the body (strict fields, name, kind).
+	applied := &unstructured.Unstructured{}
 	if err = firstErr(err, ferr, derr); err == nil {
 		var data []byte
 		if data, err = yaml.YAMLToJSON(body); err != nil {
 			err = apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
-		} else {
-			applied, err = s.decodeJSONObject(q.w, q.res, data, fv)
+		} else if typed, err = s.decodeJSONObject(q.w, q.res, data, fv); err == nil {
+			if jerr := json.Unmarshal(data, &applied.Object); jerr != nil {
+				err = apierrors.NewBadRequest(fmt.Sprintf("error decoding apply configuration: %v", jerr))
+			}
 		}
 	}
 	if err == nil {
-		err = checkAppliedName(q, applied)
+		err = checkAppliedName(q, typed)
 	}
 	if err != nil {
 		writeError(q.w, q.r, err)
