@@ -11,7 +11,8 @@
 #                  glibc-dns-testing:2.1.1 (Debian dig/getent),
 #                  pause:3.10.2 (a tiny static Go pause), nonroot:1.5 (busybox, USER 1234)
 #   SUBSTITUTES:   nginx:1.27.0-2, nginx:1.28.0-2 (busybox httpd on :80 serving
-#                  /usr/share/nginx/html), kitten:1.8, nautilus:1.8 (busybox httpd on :80)
+#                  /usr/share/nginx/html), kitten:1.8, nautilus:1.8 (busybox httpd on :80 serving
+#                  upstream's html/ of those images: data.json and the picture)
 #   NOT BUILT:     sample-apiserver, etcd, resource-consumer, volume/nfs, volume/iscsi, perl, ...
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -159,6 +160,9 @@ for v in kitten:1.8 nautilus:1.8; do
   base_fs "$W/$n"
   mkdir -p "$W/$n/var/www"
   echo "${v%%:*}" > "$W/$n/var/www/index.html"
+  # what upstream's image serves (the Update Demo tests read data.json through pods/proxy)
+  cp "$KDIR/test/images/${v%%:*}/html/"* "$W/$n/var/www/"
+  chmod 0644 "$W/$n/var/www/"*
   python3 "$HERE/mkimage.py" "$OUT/$n.tar" "$W/$n" --tag "$E2E/$v" --port 80 \
     --entrypoint '["/bin/httpd","-f","-p","80","-h","/var/www"]'
 done

@@ -167,12 +167,17 @@ func (p Priority) Admit(ctx context.Context, a apiserver.AdmissionAttributes) er
 // DefaultTolerations adds the not-ready and unreachable NoExecute
 // tolerations with a bound (300 s by default) to pods that have none, so a
 // failed node's pods move after that time (upstream's
-// DefaultTolerationSeconds plugin).
+// DefaultTolerationSeconds plugin). It runs on updates too, as upstream's:
+// an update that replaces the tolerations keeps the defaults, which pod
+// update validation forbids removing.
 type DefaultTolerations struct{ Seconds int64 }
 
 // Admit implements apiserver.Admitter.
 func (p DefaultTolerations) Admit(ctx context.Context, a apiserver.AdmissionAttributes) error {
-	pod, ok := newPod(a)
+	if (a.Op != apiserver.OpCreate && a.Op != apiserver.OpUpdate) || a.Subresource != "" {
+		return nil
+	}
+	pod, ok := a.Object.(*corev1.Pod)
 	if !ok {
 		return nil
 	}
