@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"regexp"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -98,69 +95,19 @@ func metav1ControllerOf(p corev1.Pod) string {
 // pseudo-terminal, checks that the shell it gets sees the target's
 // processes, and leaves it with exit.
 func debugTTY(t *testing.T, c *netCluster, bin string) {
-	master, slave, err := openPTY(24, 80)
-	if err != nil {
-		t.Fatalf("pseudo-terminal: %v", err)
-	}
-	defer master.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := c.kubectlCmd(ctx, bin, "debug", "-it", "target", "--image=busybox", "--image-pull-policy=Never",
+	s := startTTY(t, c, 120*time.Second, bin, "debug", "-it", "target", "--image=busybox", "--image-pull-policy=Never",
 		"--target=app", "--container=debugger", "--", "sh")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		slave.Close()
-		t.Fatal(err)
-	}
-	slave.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("kubectl debug -it: not gone 10s after SIGKILL")
-		}
-	}()
-	var out ptyOutput
-	go io.Copy(&out, master) // ends with EIO once kubectl closed the slave
-	wait := func(what string, re *regexp.Regexp, within time.Duration, retype string) {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		next := time.Now()
-		for !re.MatchString(out.String()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v; terminal shows %q\n%s", what, within, out.String(), c.kubectlNoFail("describe", "pod", "target"))
-			}
-			if retype != "" && time.Now().After(next) {
-				if _, err := master.Write([]byte(retype)); err != nil {
-					t.Fatalf("type: %v", err)
-				}
-				next = time.Now().Add(2 * time.Second)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	s.onTimeout = func() string { return c.kubectlNoFail("describe", "pod", "target") }
 	// kubectl prints its hint, then attaches; the prompt may have been
 	// drawn before the attach, so ask for one until it shows.
-	wait("shell prompt", regexp.MustCompile(`/ # `), 60*time.Second, "\r")
+	s.waitFor("shell prompt", regexp.MustCompile(`/ # `), 60*time.Second, "\r", 2*time.Second)
 	// The target's sleep is visible: the debugger shares its PID namespace.
-	wait("target's process", regexp.MustCompile(`sleep 31337`), 15*time.Second, "ps\r")
-	if _, err := master.Write([]byte("echo $((6*7)); exit 0\r")); err != nil {
-		t.Fatalf("type: %v", err)
+	s.waitFor("target's process", regexp.MustCompile(`sleep 31337`), 15*time.Second, "ps\r", 2*time.Second)
+	s.typeIn("echo $((6*7)); exit 0\r")
+	if err := s.wait(30 * time.Second); err != nil {
+		t.Fatalf("kubectl debug -it exited with %v; terminal shows %q", err, s.screen())
 	}
-	select {
-	case err := <-exited:
-		exited <- err // for the deferred kill
-		if err != nil {
-			t.Fatalf("kubectl debug -it exited with %v; terminal shows %q", err, out.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kubectl debug -it: no exit 30s after `exit 0`; terminal shows %q", out.String())
-	}
-	if !regexp.MustCompile(`(?m)^42\r?$`).MatchString(out.String()) {
-		t.Fatalf("no 42 on the terminal: %q", out.String())
+	if !regexp.MustCompile(`(?m)^42\r?$`).MatchString(s.screen()) {
+		t.Fatalf("no 42 on the terminal: %q", s.screen())
 	}
 }

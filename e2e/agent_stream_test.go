@@ -490,84 +490,26 @@ func setPTYSize(f *os.File, rows, cols uint16) error {
 // execTTY drives `kubectl exec -it counter -- sh` as a user at a terminal:
 // kubectl runs on a pseudo-terminal's slave as its controlling terminal.
 func execTTY(t *testing.T, c *netCluster, bin string) {
-	master, slave, err := openPTY(24, 80)
-	if err != nil {
-		t.Fatalf("pseudo-terminal: %v", err)
-	}
-	defer master.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := c.kubectlCmd(ctx, bin, "exec", "-it", "counter", "--", "sh")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		slave.Close()
-		t.Fatal(err)
-	}
-	slave.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("kubectl exec -it: not gone 10s after SIGKILL")
-		}
-	}()
-	var out ptyOutput
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		io.Copy(&out, master) // ends with EIO once kubectl closed the slave
-	}()
+	s := startTTY(t, c, 90*time.Second, bin, "exec", "-it", "counter", "--", "sh")
 	waitOut := func(what string, re *regexp.Regexp, within time.Duration, retype string) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		next := time.Now()
-		for !re.MatchString(out.String()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v; terminal shows %q", what, within, out.String())
-			}
-			if retype != "" && time.Now().After(next) {
-				if _, err := master.Write([]byte(retype)); err != nil {
-					t.Fatalf("type: %v", err)
-				}
-				next = time.Now().Add(time.Second)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		s.waitFor(what, re, within, retype, time.Second)
 	}
 	waitOut("shell prompt", regexp.MustCompile(`/ # `), 30*time.Second, "")
 	// The terminal's size reaches the container's terminal, and so does a
 	// change of it (SIGWINCH → resize stream).
 	waitOut("initial size 24x80", regexp.MustCompile(`(?m)^24 80\r?$`), 15*time.Second, "stty size\r")
-	if err := setPTYSize(master, 33, 111); err != nil {
+	if err := setPTYSize(s.master, 33, 111); err != nil {
 		t.Fatal(err)
 	}
 	waitOut("resized 33x111", regexp.MustCompile(`(?m)^33 111\r?$`), 15*time.Second, "stty size\r")
 	// ^C interrupts the command in the container, not kubectl.
-	if _, err := master.Write([]byte("sleep 1000\r")); err != nil {
-		t.Fatalf("type: %v", err)
-	}
+	s.typeIn("sleep 1000\r")
 	waitOut("sleep typed", regexp.MustCompile(`sleep 1000`), 15*time.Second, "")
 	waitOut("prompt after ^C", regexp.MustCompile(`sleep 1000(?s:.*)/ # `), 15*time.Second, "\x03")
-	if _, err := master.Write([]byte("echo $((6*7)); tty; exit 3\r")); err != nil {
-		t.Fatalf("type: %v", err)
-	}
-	var werr error
-	select {
-	case werr = <-exited:
-		exited <- werr // for the deferred kill
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kubectl exec -it: no exit 30s after `exit 3`; terminal shows %q", out.String())
-	}
-	select {
-	case <-readDone:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("pseudo-terminal output does not end after kubectl exited")
-	}
-	screen := out.String()
+	s.typeIn("echo $((6*7)); tty; exit 3\r")
+	werr := s.wait(30 * time.Second)
+	screen := s.screen()
 	if !regexp.MustCompile(`(?m)^42\r?$`).MatchString(screen) {
 		t.Fatalf("no 42 on the terminal: %q", screen)
 	}
