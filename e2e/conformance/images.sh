@@ -5,7 +5,7 @@
 # netcat-openbsd, socat, iproute2, iperf (this script apt-installs what is missing).
 #
 #   real builds:   nonewprivs:1.4 (nnp, static, setuid root), agnhost:2.66.1 and :2.55 (agnhost from source, static; plus busybox applets and
-#                  Debian's curl/dig/nc/bash/ss/ip/socat/iperf with their shared libraries instead
+#                  Debian's curl/dig/nc/bash/ss/ip/socat/iperf/getent with their shared libraries instead
 #                  of upstream's Alpine packages; /bin/sh is dash), busybox:1.37.0-2 and :1.36.1-1
 #                  (Debian busybox 1.35, all applets, /bin/sh = Debian bash unless BUSYBOX_SH=busybox),
 #                  glibc-dns-testing:2.1.1 (Debian dig/getent),
@@ -122,7 +122,7 @@ python3 "$HERE/mkimage.py" "$OUT/pause.tar" "$W/pause" --tag "registry.k8s.io/pa
 
 # --- agnhost (both tags the tests use)
 base_fs "$W/agnhost"
-copy_dyn "$W/agnhost" curl dig nslookup host nc bash ss ip socat iperf dash
+copy_dyn "$W/agnhost" curl dig nslookup host nc bash ss ip socat iperf dash getent
 # Debian's static busybox prefers its own applets over PATH in `sh -c` (nc, wget, ...): make
 # /bin/sh dash, so that `sh -c "nc ..."` finds /usr/bin/nc (OpenBSD netcat, as upstream's Alpine)
 rm -f "$W/agnhost/bin/sh" && ln -s /usr/bin/dash "$W/agnhost/bin/sh"

@@ -46,9 +46,11 @@ func csrForUpdate(sub string, obj, old runtime.Object) (runtime.Object, bool) {
 		}
 		fresh.Status.Conditions = conds
 	case "approval":
-		// Only the conditions change; metadata stays as stored too.
-		fresh = o.DeepCopy()
-		fresh.Status.Conditions = n.Status.Conditions
+		// Of the status only the conditions change; metadata is taken from
+		// the request, as upstream's approval strategy does.
+		conds := fresh.Status.Conditions
+		fresh.Status = *o.Status.DeepCopy()
+		fresh.Status.Conditions = conds
 	default:
 		fresh.Status = *o.Status.DeepCopy()
 	}

@@ -68,9 +68,13 @@ func TestCSR_WritesSplitByStrategy(t *testing.T) {
 		t.Error("an approval written through /status was kept")
 	}
 
-	// /approval approves, and the approval persists.
+	// /approval approves, and the approval persists; metadata is taken
+	// from the request (as upstream's approval strategy), the rest of the
+	// status is not.
 	approve := got.DeepCopy()
 	approve.Status.Conditions = append(approve.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "KubectlApprove"})
+	approve.Annotations = map[string]string{"approved-by": "test"}
+	approve.Status.Certificate = []byte("not through /approval")
 	if _, err := csrs.UpdateApproval(ctx, "req", approve, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +84,9 @@ func TestCSR_WritesSplitByStrategy(t *testing.T) {
 	}
 	if !hasCondition(got, certificatesv1.CertificateApproved) || got.Status.Conditions[0].LastUpdateTime.IsZero() {
 		t.Fatalf("approval not stored (or not stamped): %+v", got.Status.Conditions)
+	}
+	if got.Annotations["approved-by"] != "test" || len(got.Status.Certificate) != 0 {
+		t.Fatalf("after /approval: annotations %v, certificate %q; want the annotation taken, the certificate not", got.Annotations, got.Status.Certificate)
 	}
 
 	// A plain update changes neither spec nor status.
