@@ -33,18 +33,7 @@ func csrForUpdate(sub string, obj, old runtime.Object) (runtime.Object, bool) {
 	fresh.Spec = *o.Spec.DeepCopy()
 	switch sub {
 	case "status":
-		var conds []certificatesv1.CertificateSigningRequestCondition
-		for _, c := range n.Status.Conditions {
-			if !isApproval(c.Type) {
-				conds = append(conds, c)
-			}
-		}
-		for _, c := range o.Status.Conditions {
-			if isApproval(c.Type) {
-				conds = append(conds, c)
-			}
-		}
-		fresh.Status.Conditions = conds
+		fresh.Status.Conditions = statusConditions(n.Status.Conditions, o.Status.Conditions)
 	case "approval":
 		// Of the status only the conditions change; metadata is taken from
 		// the request, as upstream's approval strategy does.
@@ -56,6 +45,52 @@ func csrForUpdate(sub string, obj, old runtime.Object) (runtime.Object, bool) {
 	}
 	stampConditions(fresh, o)
 	return fresh, true
+}
+
+// statusConditions are the conditions a /status write stores: the
+// request's, in its order, with the stored Approved and Denied conditions
+// kept in their places, as upstream's status strategy keeps them. A write
+// that adds or removes approval conditions keeps the request's others and
+// the stored approvals after them (upstream refuses it in validation).
+func statusConditions(req, stored []certificatesv1.CertificateSigningRequestCondition) []certificatesv1.CertificateSigningRequestCondition {
+	inPlace := true
+	for _, t := range []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateDenied} {
+		if len(conditionIndices(req, t)) != len(conditionIndices(stored, t)) {
+			inPlace = false
+		}
+	}
+	out := append([]certificatesv1.CertificateSigningRequestCondition(nil), req...)
+	if inPlace {
+		for _, t := range []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateDenied} {
+			old := conditionIndices(stored, t)
+			for i, at := range conditionIndices(out, t) {
+				out[at] = stored[old[i]]
+			}
+		}
+		return out
+	}
+	out = out[:0]
+	for _, c := range req {
+		if !isApproval(c.Type) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range stored {
+		if isApproval(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func conditionIndices(conds []certificatesv1.CertificateSigningRequestCondition, t certificatesv1.RequestConditionType) []int {
+	var at []int
+	for i, c := range conds {
+		if c.Type == t {
+			at = append(at, i)
+		}
+	}
+	return at
 }
 
 func isApproval(t certificatesv1.RequestConditionType) bool {
