@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"skiff/server/podcondition"
 	"skiff/server/storage"
 )
 
@@ -103,24 +104,8 @@ func (s *Server) markEvicted(ctx context.Context, q *request, opts metav1.Delete
 // reason (upstream's UpdatePodCondition: the transition time moves only
 // when the status does), reporting whether anything changed.
 func setEvictionCondition(st *corev1.PodStatus, now metav1.Time) bool {
-	want := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: now}
-	for i := range st.Conditions {
-		c := &st.Conditions[i]
-		if c.Type != corev1.DisruptionTarget {
-			continue
-		}
-		if c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-			return false
-		}
-		if c.Status == want.Status {
-			want.LastTransitionTime = c.LastTransitionTime
-		}
-		*c = want
-		return true
-	}
-	st.Conditions = append(st.Conditions, want)
-	return true
+	return podcondition.Set(st, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}, now)
 }
 
 // canIgnoreBudget: pods that are done, not yet running or already going

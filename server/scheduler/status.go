@@ -14,6 +14,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"skiff/server/podcondition"
 )
 
 // statusWant is what the scheduler wants a pending pod's status to say.
@@ -155,23 +157,5 @@ func applyStatus(st *v1.PodStatus, w statusWant) bool {
 // setCondition sets cond, keeping the transition time unless the status
 // flips.
 func setCondition(st *v1.PodStatus, cond v1.PodCondition) bool {
-	for i := range st.Conditions {
-		c := &st.Conditions[i]
-		if c.Type != cond.Type {
-			continue
-		}
-		if c.Status == cond.Status && c.Reason == cond.Reason && c.Message == cond.Message {
-			return false
-		}
-		if c.Status == cond.Status {
-			cond.LastTransitionTime = c.LastTransitionTime
-		} else {
-			cond.LastTransitionTime = metav1.Now()
-		}
-		*c = cond
-		return true
-	}
-	cond.LastTransitionTime = metav1.Now()
-	st.Conditions = append(st.Conditions, cond)
-	return true
+	return podcondition.Set(st, cond, metav1.Now())
 }

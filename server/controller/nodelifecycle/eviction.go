@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"skiff/server/podcondition"
 )
 
 // tolerates is upstream's toleration match for the operators our API
@@ -224,27 +226,8 @@ func (c *controller) markDisruptionTarget(ctx context.Context, pod *corev1.Pod) 
 }
 
 func setDisruptionTarget(status *corev1.PodStatus, now metav1.Time) bool {
-	want := corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint",
-		LastTransitionTime: now,
-	}
-	for i := range status.Conditions {
-		c := &status.Conditions[i]
-		if c.Type != corev1.DisruptionTarget {
-			continue
-		}
-		if c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-			return false
-		}
-		if c.Status == want.Status {
-			want.LastTransitionTime = c.LastTransitionTime
-		}
-		*c = want
-		return true
-	}
-	status.Conditions = append(status.Conditions, want)
-	return true
+	return podcondition.Set(status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"}, now)
 }
 
 // markPodNotReady sets the pod's Ready condition False, so that endpoints
