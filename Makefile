@@ -20,7 +20,7 @@ DEB_PACKAGES := gcc libc6-dev git ca-certificates runc containerd busybox-static
 DATA_DIR ?= /var/lib/skiff
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps run test bench bench-kine bench-api conformance lint clean
+.PHONY: all build deps run test bench bench-kine bench-api bench-crd conformance lint clean
 
 all: build
 
@@ -68,6 +68,10 @@ bench: deps
 ## bench-api: the API server under client-go load (e2e/bench/run.sh)
 bench-api: build
 	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/run.sh
+
+## bench-crd: custom resources against ConfigMaps (e2e/bench/crd.sh)
+bench-crd: build
+	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/crd.sh
 
 ## conformance: upstream Kubernetes v1.37.2 [Conformance] tests on a fresh
 ## two-node cluster (server + agent in network namespaces), summary by SIG.

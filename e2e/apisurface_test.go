@@ -20,10 +20,6 @@ var notYetServed = map[string]string{
 	"admissionregistration.k8s.io/v1 validatingadmissionpolicybindings":  "admission issue (CEL policies)",
 	"admissionregistration.k8s.io/v1 mutatingadmissionpolicies":          "admission issue (CEL policies)",
 	"admissionregistration.k8s.io/v1 mutatingadmissionpolicybindings":    "admission issue (CEL policies)",
-	"apiextensions.k8s.io/v1 customresourcedefinitions":                  "extension API issue (CRDs)",
-	"apiextensions.k8s.io/v1 customresourcedefinitions/status":           "extension API issue (CRDs)",
-	"apiregistration.k8s.io/v1 apiservices":                              "extension API issue (aggregation)",
-	"apiregistration.k8s.io/v1 apiservices/status":                       "extension API issue (aggregation)",
 }
 
 // notPreferred are the group-versions that are not their group's preferred

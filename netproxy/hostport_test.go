@@ -279,3 +279,39 @@ func TestProxier_HostPortsChanged_IncrementalSyncAndUDPEntriesDeleted(t *testing
 		t.Errorf("conntrack deletions %q, want %q", got, want)
 	}
 }
+
+// On a node the pods come one by one: the host ports change many times,
+// each told with HostPortsChanged after an incremental sync of the last.
+func TestProxier_HostPortsChangedAgainAfterAnIncrementalSync_EveryChangeSynced(t *testing.T) {
+	src := &staticHostPorts{}
+	e := newEnv(t, Config{SyncPeriod: time.Hour, HostPorts: src})
+	e.kernel, e.ct = newSimKernel(), &fakeConntrack{}
+	e.p.openRules = func(string) (ruleWriter, error) { return e.kernel, nil }
+	e.p.openConntrack = func(string) (conntrackCleaner, error) { return e.ct, nil }
+	e.p.enableLocalnet = func(string) error { return nil }
+	e.run(t)
+	e.waitSync(t, "at start", isFull)
+	tbl := nft.Table{Family: nft.IPv4, Name: "skiff"}
+	all := e2eHostPorts()
+	for i := range all {
+		src.set(all[:i+1])
+		e.p.HostPortsChanged()
+		e.waitSync(t, "after host port "+all[i].Pod+" came", isPartial)
+		d := e.kernel.dump(tbl)
+		for _, hp := range all[:i+1] {
+			if !strings.Contains(d, ": goto "+hostPortName(hostPortID(hp))) {
+				t.Fatalf("after change %d: %s's host port %d not mapped:\n%s", i+1, hp.Pod, hp.HostPort, d)
+			}
+		}
+	}
+}
+
+// hostPortID is the slot id of an IPv4 host port.
+func hostPortID(hp HostPort) string {
+	proto, _ := protoOf(hp.Protocol)
+	where := "*"
+	if hp.HostIP != nil {
+		where = hp.HostIP.String()
+	}
+	return proto.String() + "/" + where + "/" + strconv.Itoa(int(hp.HostPort))
+}

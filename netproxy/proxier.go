@@ -353,7 +353,12 @@ func (p *Proxier) sync(keys []string, full bool, w ruleWriter, ct conntrackClean
 	if full {
 		keys, src = p.snapshot()
 	} else {
-		keys = slices.DeleteFunc(keys, func(k string) bool { return !isServiceKey(k) })
+		// On a copy: the caller marks its keys Done afterwards, and
+		// DeleteFunc in place would shift them and zero the tail (to
+		// fullSyncKey), so the proxier's own keys (hostPortsKey,
+		// periodicKey) were never marked Done and every later Add of them
+		// was swallowed by the queue: host ports never synced again.
+		keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !isServiceKey(k) })
 		src = p.lookup
 	}
 	// An incremental batch is only right if the kernel still holds what

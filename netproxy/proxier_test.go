@@ -465,3 +465,46 @@ func TestNew_WithoutInformers_Fails(t *testing.T) {
 		t.Error("New accepted a Config without Informers")
 	}
 }
+
+// A key the sync loop took must be marked Done whatever it was batched
+// with: the queue drops an Add of a key still being processed, so a key
+// left undone never comes again (the proxier's own keys included: host
+// ports and periodic ticks).
+func TestProxierNext_AnyBatch_EveryKeyDoneAndQueuedAgainOnAdd(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string
+	}{
+		{"host ports alone", []string{hostPortsKey}},
+		{"host ports after a Service", []string{"default/web", hostPortsKey}},
+		{"tick with a Service", []string{periodicKey, "default/web"}},
+		{"tick, Service and host ports", []string{periodicKey, "default/web", hostPortsKey}},
+		{"full resync with a Service", []string{fullSyncKey, "default/web"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{SyncPeriod: time.Hour, HostPorts: &staticHostPorts{hps: e2eHostPorts()}})
+			e.kernel, e.ct = newSimKernel(), &fakeConntrack{}
+			e.p.enableLocalnet = func(string) error { return nil }
+			defer e.p.queue.ShutDown()
+			// As after a full sync: a tick finds the ruleset as written
+			// and asks for no full resync of its own.
+			e.p.genKnown, e.p.lastFull = true, time.Now()
+			for _, k := range tt.keys {
+				e.p.queue.Add(k)
+			}
+			if !e.p.next(context.Background(), e.kernel, e.ct) {
+				t.Fatal("next: queue shut down")
+			}
+			if n := e.p.queue.Len(); n != 0 {
+				t.Fatalf("%d keys left queued after one batch, want 0", n)
+			}
+			for _, k := range tt.keys {
+				e.p.queue.Add(k)
+			}
+			if n := e.p.queue.Len(); n != len(tt.keys) {
+				t.Errorf("keys %q added again: %d queued, want %d (a key never marked Done swallows its Add)", tt.keys, n, len(tt.keys))
+			}
+		})
+	}
+}

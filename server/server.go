@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -37,6 +38,7 @@ import (
 	"skiff/server/registry"
 	"skiff/server/storage"
 	"skiff/server/validation"
+	"skiff/server/webhook"
 	"skiff/store/sqlite"
 )
 
@@ -132,8 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("server token: %w", err)
 	}
 
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
-	if err != nil {
+	var reg *registry.Registry
+	rows := registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})
+	rows = append(rows, extensionRows(func() *registry.Registry { return reg })...) // crds.go
+	rows = append(rows, registry.APIRegistration(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
+	if reg, err = registry.New(rows...); err != nil {
 		return err
 	}
 	metricsReg := prometheus.NewRegistry()
@@ -171,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// API Priority and Fairness: serves the mandatory configuration until
 	// its loop (started below) has read the real one.
+	oapi := newLazyOpenAPI(reg, cfg.Version.GitVersion)
 	apf := flowcontrol.New(flowcontrol.Config{Metrics: metricsReg, Logger: log.With("component", "flowcontrol")})
 	api, err := apiserver.New(apiserver.Config{
 		FlowControl:        apf,
@@ -184,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 		MinTokenExpiration: cfg.MinTokenExpiration,
 		Metrics:            apiserver.NewMetrics(metricsReg),
 		Extra: map[string]http.Handler{
-			"/openapi/*": newLazyOpenAPI(reg, cfg.Version.GitVersion),
+			"/openapi/*": oapi,
 			"/metrics":   promhttp.HandlerFor(metricsReg, promhttp.HandlerOpts{}),
 			// OIDC discovery of the service-account issuer; RBAC lets
 			// service accounts read it (system:service-account-issuer-discovery).
@@ -246,6 +252,21 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	defer func() { cancel(); <-apfDone }()
+	agg, waitAgg, err := startAggregator(ctx, aggregatorConfig{tlsDir: TLSDir(cfg.DataDir), reg: reg, api: api, system: system, bundle: bundle, log: log.With("component", "aggregator")}) // aggregation.go
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() { cancel(); waitAgg() }()
+	waitCRDs, err := startCRDs(ctx, crdConfig{reg: reg, objects: objects, api: api, system: system,
+		changed:  []func([]*apiextensionsv1.CustomResourceDefinition){func([]*apiextensionsv1.CustomResourceDefinition) { agg.Notify() }},
+		webhooks: webhook.New(webhook.Config{Resolver: lookups, Logger: log.With("component", "webhook")}),
+		openapi:  oapi.Published(), log: log.With("component", "crd")})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() { cancel(); waitCRDs() }()
 	// The default ServiceCIDR and the IPAddress of every Service address
 	// exist before anything allocates (admission/serviceips.go).
 	if err := allocator.Prepare(ctx, lookups); err != nil {

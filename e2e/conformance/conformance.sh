@@ -30,6 +30,8 @@ R=$CONF_DIR/results
 
 [ -x "$CONF_DIR/bin/e2e.test" ] && [ -x "$CONF_DIR/bin/ginkgo" ] && [ -x "$CONF_DIR/bin/kubectl" ] || "$HERE/build.sh" || exit 1
 ls "$CONF_DIR"/images/*.tar >/dev/null 2>&1 || "$HERE/images.sh" || exit 1
+# an image set made before the Aggregator images were added gets just those
+[ -f "$CONF_DIR/images/sample-apiserver.tar" ] && [ -f "$CONF_DIR/images/etcd.tar" ] || "$HERE/images.sh" aggregator || exit 1
 
 trap '"$HERE/run.sh" down' EXIT
 "$HERE/run.sh" up || exit 1

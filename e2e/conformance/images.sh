@@ -13,7 +13,12 @@
 #   SUBSTITUTES:   nginx:1.27.0-2, nginx:1.28.0-2 (busybox httpd on :80 serving
 #                  /usr/share/nginx/html), kitten:1.8, nautilus:1.8 (busybox httpd on :80 serving
 #                  upstream's html/ of those images: data.json and the picture)
-#   NOT BUILT:     sample-apiserver, etcd, resource-consumer, volume/nfs, volume/iscsi, perl, ...
+#                  sample-apiserver:1.29.2 (k8s.io/sample-apiserver v0.37.2, static) and etcd:3.7.0-0
+#                  (go.etcd.io/etcd/server/v3 v3.7.0, static, /usr/local/bin/etcd) for the Aggregator test
+#   NOT BUILT:     resource-consumer, volume/nfs, volume/iscsi, perl, ...
+#
+#   images.sh aggregator   builds only sample-apiserver.tar and etcd.tar (conformance.sh runs it
+#                          when an older image set lacks them)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CONF_DIR=${CONF_DIR:-${TMPDIR:-/tmp}/conformance}
@@ -60,6 +65,48 @@ copy_dyn() {
     done
   done
 }
+
+# --- Aggregator test (test/e2e/apimachinery/aggregator.go): the sample-apiserver image and the etcd
+# sidecar it stores in (the test runs `/usr/local/bin/etcd --listen-client-urls ...` as the command).
+# Upstream builds its 1.29.2 image from an older sample-apiserver; v0.37.2 matches the v1.37.2 tests
+# and the API groups this cluster serves (flowcontrol v1, admissionregistration v1).
+SAMPLE_APISERVER_VERSION=${SAMPLE_APISERVER_VERSION:-v0.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
+aggregator_images() {
+  local bin=$CONF_DIR/bin
+  mkdir -p "$bin"
+  if [ ! -x "$bin/sample-apiserver" ]; then
+    echo "== sample-apiserver $SAMPLE_APISERVER_VERSION (static)"
+    # its go.mod has no replace directives, so a plain go install of the module works
+    (cd / && GOBIN="$bin" CGO_ENABLED=0 GOFLAGS= go install -trimpath -ldflags "-s -w" "k8s.io/sample-apiserver@$SAMPLE_APISERVER_VERSION")
+  fi
+  if [ ! -x "$bin/etcd" ]; then
+    echo "== etcd $ETCD_VERSION (static)"
+    # etcd's server module replaces its sibling modules with ../ paths, which `go install pkg@v`
+    # refuses: build it from a scratch module that requires it instead
+    local eb=$CONF_DIR/build-etcd
+    mkdir -p "$eb"
+    [ -f "$eb/go.mod" ] || (cd "$eb" && GOFLAGS= go mod init etcdbuild >/dev/null 2>&1)
+    (cd "$eb" && GOFLAGS= go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && \
+      CGO_ENABLED=0 GOFLAGS= go build -trimpath -ldflags "-s -w" -o "$bin/etcd.tmp" go.etcd.io/etcd/server/v3 && \
+      mv "$bin/etcd.tmp" "$bin/etcd")
+  fi
+  base_fs "$W/sample-apiserver"
+  cp "$bin/sample-apiserver" "$W/sample-apiserver/sample-apiserver"
+  python3 "$HERE/mkimage.py" "$OUT/sample-apiserver.tar" "$W/sample-apiserver" --tag "$E2E/sample-apiserver:1.29.2" \
+    --entrypoint '["/sample-apiserver"]'
+  base_fs "$W/etcd"
+  mkdir -p "$W/etcd/usr/local/bin"
+  cp "$bin/etcd" "$W/etcd/usr/local/bin/etcd"
+  python3 "$HERE/mkimage.py" "$OUT/etcd.tar" "$W/etcd" --tag "registry.k8s.io/etcd:3.7.0-0" \
+    --cmd '["/usr/local/bin/etcd"]' --port 2379 --port 2380
+}
+if [ "${1:-}" = aggregator ]; then
+  aggregator_images
+  rm -rf "$W"
+  ls -la "$OUT/sample-apiserver.tar" "$OUT/etcd.tar"
+  exit 0
+fi
 
 # --- busybox. Debian's busybox 1.35 `sh` drops environment variables whose names are not shell
 # identifiers (data-1=...), which upstream's busybox 1.37 keeps and three [Conformance] env tests
@@ -166,5 +213,6 @@ for v in kitten:1.8 nautilus:1.8; do
   python3 "$HERE/mkimage.py" "$OUT/$n.tar" "$W/$n" --tag "$E2E/$v" --port 80 \
     --entrypoint '["/bin/httpd","-f","-p","80","-h","/var/www"]'
 done
+aggregator_images
 rm -rf "$W"
 ls -la "$OUT"

@@ -68,6 +68,15 @@ func Build() (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	config, err := configJSON(digest.FromBytes(layer))
+	if err != nil {
+		return nil, err
+	}
+	return newImage(layer, config)
+}
+
+// newImage compresses layer and writes the manifest for it and config.
+func newImage(layer, config []byte) (*Image, error) {
 	var gz bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
 	if err != nil {
@@ -79,10 +88,7 @@ func Build() (*Image, error) {
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("testimage: gzip: %w", err)
 	}
-	img := &Image{Layer: layer, LayerGz: gz.Bytes(), DiffID: digest.FromBytes(layer)}
-	if img.Config, err = configJSON(img.DiffID); err != nil {
-		return nil, err
-	}
+	img := &Image{Layer: layer, LayerGz: gz.Bytes(), DiffID: digest.FromBytes(layer), Config: config}
 	img.ConfigDigest = digest.FromBytes(img.Config)
 	manifest := ocispec.Manifest{
 		Versioned: specs.Versioned{SchemaVersion: 2},

@@ -9,15 +9,18 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"skiff/server/auth"
 	"skiff/server/registry"
@@ -86,6 +89,8 @@ type Server struct {
 	reg    *registry.Registry
 	st     *storage.Storage
 	log    *slog.Logger
+	// agg serves the group-versions of extension API servers (aggregated.go).
+	agg atomic.Pointer[aggregatorBox]
 }
 
 // New builds the API server.
@@ -104,6 +109,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("apiserver: scheme: %w", err)
+	}
+	// The extension API kinds, so that their protobuf bodies (and the
+	// DeleteOptions clients send in their group) decode.
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("apiserver: scheme: %w", err)
+	}
+	if err := apiregistrationv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("apiserver: scheme: %w", err)
 	}
 	return &Server{cfg: cfg, proto: protobuf.NewSerializer(scheme, scheme), fields: newFieldManagers(scheme, cfg.Registry),
@@ -153,6 +166,9 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 
 // serveAPI routes /api/... and /apis/...: discovery documents or resources.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if s.serveRemote(w, r) { // aggregated.go
+		return
+	}
 	info := parseRequest(r)
 	if info.Resource {
 		s.serveResource(w, r, info)

@@ -108,6 +108,9 @@ const protobufType = "application/vnd.kubernetes.protobuf"
 // decodeObject decodes a body into a new object of res; a body of another
 // kind or version is refused.
 func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, res *registry.Resource, body []byte, fv fieldValidation) (runtime.Object, error) {
+	if res.Custom {
+		return s.decodeCustom(w, r, res, body, fv) // custom.go
+	}
 	obj := res.New()
 	if err := s.decodeBody(w, r, body, obj, fv); err != nil {
 		if status, ok := err.(apierrors.APIStatus); ok && status.Status().Message != "" && !strings.HasPrefix(status.Status().Message, "strict decoding") {
@@ -123,8 +126,11 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, res *regis
 // decodeJSONObject decodes a JSON document (a patched object) into a new
 // object of res.
 func (s *Server) decodeJSONObject(w http.ResponseWriter, res *registry.Resource, data []byte, fv fieldValidation) (runtime.Object, error) {
-	obj := res.New()
 	r := &http.Request{Header: http.Header{"Content-Type": {"application/json"}}}
+	if res.Custom {
+		return s.decodeCustom(w, r, res, data, fv)
+	}
+	obj := res.New()
 	if err := s.decodeBody(w, r, data, obj, fv); err != nil {
 		return nil, err
 	}

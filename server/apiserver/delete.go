@@ -106,6 +106,9 @@ func (s *Server) deleteObject(ctx context.Context, q *request, namespace, name s
 			return nil, false, err
 		}
 		obj := cur.Obj.DeepCopyObject()
+		if q.res.BeforeDelete != nil {
+			q.res.BeforeDelete(obj)
+		}
 		oacc, _ := meta.Accessor(obj)
 		if pending := markDeleting(obj, oacc, opts); pending {
 			if dry || sameObject(obj, cur.Obj) {

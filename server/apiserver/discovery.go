@@ -129,7 +129,7 @@ func (s *Server) groups() []metav1.APIGroup {
 }
 
 func (s *Server) serveAPIGroup(w http.ResponseWriter, r *http.Request, name string) {
-	for _, g := range s.groups() {
+	for _, g := range s.mergedGroups() { // aggregated.go
 		if g.Name == name {
 			g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 			writeJSON(w, r, http.StatusOK, g)
@@ -156,7 +156,7 @@ func (s *Server) serveAPIGroups(w http.ResponseWriter, r *http.Request) {
 		s.serveAggregated(w, r, false)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: s.groups()})
+	writeJSON(w, r, http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: s.mergedGroups()})
 }
 
 const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -197,6 +197,7 @@ func (s *Server) serveAggregated(w http.ResponseWriter, r *http.Request, core bo
 		sort.SliceStable(g.Versions, func(i, j int) bool { return g.Versions[i].Version == preferred && g.Versions[j].Version != preferred })
 		list.Items = append(list.Items, *g)
 	}
+	list.Items = s.mergeAggregated(list.Items, core) // aggregated.go
 	b, err := json.Marshal(list)
 	if err != nil {
 		writeError(w, r, apierrors.NewInternalError(err))

@@ -7,7 +7,9 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -26,6 +28,7 @@ type fieldManagers struct {
 	tc       managedfields.TypeConverter
 	mu       sync.Mutex
 	managers map[string]*managedfields.FieldManager
+	customs  map[string]customManager
 }
 
 func newFieldManagers(scheme *runtime.Scheme, reg *registry.Registry) *fieldManagers {
@@ -45,6 +48,9 @@ func (d defaulter) Default(obj runtime.Object) {
 // subresource ("" or "status"). Resources outside the scheme (custom
 // resources, until they have their own) get none.
 func (f *fieldManagers) For(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
+	if res.ApplyTypes != nil {
+		return f.custom(res, subresource)
+	}
 	if !f.scheme.Recognizes(res.GVK()) {
 		return nil, nil
 	}
@@ -55,7 +61,11 @@ func (f *fieldManagers) For(res *registry.Resource, subresource string) (*manage
 	if m, ok := f.managers[key]; ok {
 		return m, nil
 	}
-	m, err := managedfields.NewDefaultFieldManager(f.tc, f.convert, defaulter(res.Default), f.scheme,
+	tc := f.tc
+	if deducedGroups[res.Group] {
+		tc = managedfields.NewDeducedTypeConverter()
+	}
+	m, err := managedfields.NewDefaultFieldManager(tc, f.convert, defaulter(res.Default), f.scheme,
 		res.GVK(), res.GVK().GroupVersion(), subresource, resetFields(res, subresource))
 	if err != nil {
 		return nil, fmt.Errorf("field manager for %s: %w", res.GVK(), err)
@@ -63,6 +73,11 @@ func (f *fieldManagers) For(res *registry.Resource, subresource string) (*manage
 	f.managers[key] = m
 	return m, nil
 }
+
+// deducedGroups are the groups in the scheme whose schemas client-go's
+// apply configurations do not carry: their fields are deduced from the
+// objects (maps merge key by key, lists are atomic).
+var deducedGroups = map[string]bool{"apiextensions.k8s.io": true, "apiregistration.k8s.io": true}
 
 // resetFields are the fields a write through this endpoint cannot set: the
 // main resource does not own status, the status subresource owns only it.
@@ -137,4 +152,56 @@ func (s *Server) applyObject(q *request, live, applied runtime.Object) (runtime.
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	return out, nil
+}
+
+// custom is the field manager of a custom resource, over the type
+// converter its row carries (built from its CRD's schema). A row replaced
+// because its CRD changed gets a new manager.
+func (f *fieldManagers) custom(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
+	key := res.GVK().String() + "/" + subresource
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.customs[key]; ok && m.res == res {
+		return m.fm, nil
+	}
+	fm, err := managedfields.NewDefaultCRDFieldManager(res.ApplyTypes, customConvertor{f.convert}, defaulter(res.Default),
+		unstructuredCreater{}, res.GVK(), res.GVK().GroupVersion(), subresource, resetFields(res, subresource))
+	if err != nil {
+		return nil, fmt.Errorf("field manager for %s: %w", res.GVK(), err)
+	}
+	if f.customs == nil {
+		f.customs = map[string]customManager{}
+	}
+	f.customs[key] = customManager{res: res, fm: fm}
+	return fm, nil
+}
+
+type customManager struct {
+	res *registry.Resource
+	fm  *managedfields.FieldManager
+}
+
+// unstructuredCreater makes the empty objects the field manager asks for:
+// custom objects are unstructured.
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
+
+// customConvertor converts custom objects between their versions through
+// the registry's conversions; a custom object asked for in its own version
+// is returned as is (the scheme does not know its kind).
+type customConvertor struct {
+	runtime.ObjectConvertor
+}
+
+func (c customConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	from := in.GetObjectKind().GroupVersionKind()
+	if to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from}); ok && to == from {
+		return in, nil
+	}
+	return c.ObjectConvertor.ConvertToVersion(in, target)
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"skiff/server/registry"
@@ -40,6 +41,9 @@ func resetStatusOnCreate(obj runtime.Object) {
 	case *corev1.PersistentVolume:
 		o.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending}
 		return
+	case *unstructured.Unstructured:
+		delete(o.Object, "status")
+		return
 	}
 	if f, ok := statusField(obj); ok {
 		f.Set(reflect.Zero(f.Type()))
@@ -48,6 +52,12 @@ func resetStatusOnCreate(obj runtime.Object) {
 
 // copyStatus sets dst's status to src's.
 func copyStatus(dst, src runtime.Object) {
+	if d, ok := customStatus(dst); ok {
+		if s, ok := customStatus(src); ok {
+			setCustomStatus(d, s)
+		}
+		return
+	}
 	d, ok1 := statusField(dst)
 	s, ok2 := statusField(src)
 	if ok1 && ok2 && d.Type() == s.Type() {

@@ -23,7 +23,12 @@ func (s *Server) patch(q *request) {
 	mt, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
 	pt := types.PatchType(mt)
 	switch pt {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.StrategicMergePatchType:
+		if q.res.Custom { // upstream: custom resources have no patch strategies
+			writeError(q.w, q.r, unsupportedMediaType(mt))
+			return
+		}
+	case types.JSONPatchType, types.MergePatchType:
 	case types.ApplyPatchType:
 		s.apply(q)
 		return
@@ -104,7 +109,11 @@ func (s *Server) apply(q *request) {
 	// and the applier would then own and clear them. The typed decode
 	// still validates the body (strict fields, name, kind).
 	applied := &unstructured.Unstructured{}
-	if err = firstErr(err, ferr, derr); err == nil {
+	if err = firstErr(err, ferr, derr); err == nil && q.res.Custom {
+		if applied, err = s.decodeCustomApply(q.w, q.res, body, fv); err == nil { // custom.go
+			typed = applied.DeepCopyObject()
+		}
+	} else if err == nil {
 		var data []byte
 		if data, err = yaml.YAMLToJSON(body); err != nil {
 			err = apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))

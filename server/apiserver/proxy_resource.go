@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
+	"skiff/server/serviceendpoint"
 	"skiff/server/storage"
 )
 
@@ -169,41 +169,15 @@ func (s *Server) serviceLocation(ctx context.Context, q *request) (*url.URL, err
 	return &url.URL{Scheme: scheme, Host: hostPort}, nil
 }
 
-// randomEndpoint picks, from slices in random order (IPv4 ones first, the
-// cluster's primary family), a random ready endpoint of a slice serving
-// port name portName that valid accepts.
+// randomEndpoint picks a random ready endpoint of the slices (IPv4 ones
+// first, the cluster's primary family) serving port name portName that
+// valid accepts.
 func randomEndpoint(svc string, entries []*storage.Entry, portName string, valid func(*discoveryv1.Endpoint) bool) (string, error) {
 	list := make([]*discoveryv1.EndpointSlice, 0, len(entries))
 	for _, e := range entries {
 		list = append(list, e.Obj.(*discoveryv1.EndpointSlice))
 	}
-	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-	slices.SortStableFunc(list, func(a, b *discoveryv1.EndpointSlice) int {
-		return boolRank(a.AddressType == discoveryv1.AddressTypeIPv4) - boolRank(b.AddressType == discoveryv1.AddressTypeIPv4)
-	})
-	for _, sl := range list {
-		for _, p := range sl.Ports {
-			if p.Name == nil || *p.Name != portName || p.Port == nil || len(sl.Endpoints) == 0 {
-				continue
-			}
-			offset := rand.IntN(len(sl.Endpoints))
-			for i := range sl.Endpoints {
-				ep := &sl.Endpoints[(i+offset)%len(sl.Endpoints)]
-				if len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) || !valid(ep) {
-					continue
-				}
-				return net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(*p.Port))), nil
-			}
-		}
-	}
-	return "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", svc))
-}
-
-func boolRank(first bool) int {
-	if first {
-		return 0
-	}
-	return 1
+	return serviceendpoint.Random(svc, list, portName, discoveryv1.AddressTypeIPv4, valid)
 }
 
 // nodeLocation is upstream's node ResourceLocation: the kubelet (HTTPS,

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,10 +81,15 @@ func contains(list []string, v string) bool {
 }
 
 // scaleOf reads the replicas and selector of a scalable object.
-func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+func scaleOf(res *registry.Resource, obj runtime.Object) (*autoscalingv1.Scale, error) {
 	var spec, status int32
 	var sel string
+	var err error
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if spec, status, sel, err = customScale(res, o); err != nil { // custom.go
+			return nil, err
+		}
 	case *appsv1.Deployment:
 		spec, status, sel = deref32(o.Spec.Replicas), o.Status.Replicas, selectorString(o.Spec.Selector)
 	case *appsv1.ReplicaSet:
@@ -105,8 +111,15 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 	}, nil
 }
 
-func setReplicas(obj runtime.Object, n int32) {
+func setReplicas(res *registry.Resource, obj runtime.Object, n int32) error {
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if res.ScaleHooks == nil || res.ScaleHooks.Set == nil {
+			return apierrors.NewInternalError(fmt.Errorf("%s has no scale subresource", res.Kind))
+		}
+		if err := res.ScaleHooks.Set(o, n); err != nil {
+			return apierrors.NewBadRequest(err.Error())
+		}
 	case *appsv1.Deployment:
 		o.Spec.Replicas = &n
 	case *appsv1.ReplicaSet:
@@ -116,6 +129,7 @@ func setReplicas(obj runtime.Object, n int32) {
 	case *corev1.ReplicationController:
 		o.Spec.Replicas = &n
 	}
+	return nil
 }
 
 func deref32(p *int32) int32 {
@@ -141,7 +155,7 @@ func (s *Server) scale(q *request) {
 		e, err := s.st.Get(ctx, q.res, q.info.Namespace, q.info.Name)
 		if err == nil {
 			var sc *autoscalingv1.Scale
-			if sc, err = scaleOf(e.Obj); err == nil {
+			if sc, err = scaleOf(q.res, e.Obj); err == nil {
 				writeJSON(q.w, q.r, http.StatusOK, sc)
 				return
 			}
@@ -163,14 +177,16 @@ func (s *Server) scale(q *request) {
 		if err != nil {
 			return nil, err
 		}
-		setReplicas(cur, want.Spec.Replicas)
+		if err := setReplicas(q.res, cur, want.Spec.Replicas); err != nil {
+			return nil, err
+		}
 		return cur, nil
 	})
 	if err != nil {
 		writeError(q.w, q.r, err)
 		return
 	}
-	sc, err := scaleOf(e.Obj)
+	sc, err := scaleOf(q.res, e.Obj)
 	if err != nil {
 		writeError(q.w, q.r, apierrors.NewInternalError(err))
 		return
@@ -181,7 +197,7 @@ func (s *Server) scale(q *request) {
 // newScale is the Scale the client wants: the body of an update, or the
 // current Scale with the patch applied.
 func (s *Server) newScale(q *request, cur runtime.Object, body []byte) (*autoscalingv1.Scale, error) {
-	sc, err := scaleOf(cur)
+	sc, err := scaleOf(q.res, cur)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

@@ -26,11 +26,15 @@ func (s *Server) table(q *request, entries []*storage.Entry, rev int64, cont str
 		return nil, apierrors.NewBadRequest("includeObject must be one of None, Metadata or Object")
 	}
 	p, _ := printers.For(q.res.GVK().GroupKind())
+	if t := q.res.Table; t != nil {
+		p = printers.Printer{Columns: t.Columns, Cells: func(obj runtime.Object, _ time.Time) ([]any, error) { return t.Cells(obj) }}
+	}
 	objs := make([]runtime.Object, len(entries))
 	for i, e := range entries {
 		objs[i] = e.Obj
-		if c := q.res.Convert; c != nil {
-			// printers print the version objects are stored in
+		if c := q.res.Convert; c != nil && q.res.Table == nil {
+			// built-in printers print the version objects are stored in;
+			// a row's own Table prints its own version
 			stored, err := c.ToStorage(e.Obj)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)

@@ -134,7 +134,12 @@ func Ensure(cfg Config) (*Bundle, error) {
 // cert or key is an error: regenerating would silently invalidate every
 // credential the cluster has handed out.
 func ensureCA(dir string, now func() time.Time) (*authority, []byte, error) {
-	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	return ensureNamedCA(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile), "skiff-server-ca", now)
+}
+
+// ensureNamedCA is ensureCA for the CA at certPath and keyPath, named
+// <name>@<unix time> when it is made.
+func ensureNamedCA(certPath, keyPath, name string, now func() time.Time) (*authority, []byte, error) {
 	p, err := loadPair(certPath, keyPath)
 	if err != nil {
 		return nil, nil, err
@@ -148,7 +153,7 @@ func ensureCA(dir string, now func() time.Time) (*authority, []byte, error) {
 	case p.cert != nil || p.key != nil:
 		return nil, nil, fmt.Errorf("only one of %s and %s exists; restore the other or remove both", certPath, keyPath)
 	}
-	ca, err := newAuthority(now)
+	ca, err := newNamedAuthority(name, now)
 	if err != nil {
 		return nil, nil, err
 	}

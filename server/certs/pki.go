@@ -64,6 +64,11 @@ func newSerial() (*big.Int, error) {
 // newAuthority creates a self-signed CA named skiff-server-ca@<unix time>;
 // the timestamp keeps CAs of re-created clusters distinguishable.
 func newAuthority(now func() time.Time) (*authority, error) {
+	return newNamedAuthority("skiff-server-ca", now)
+}
+
+// newNamedAuthority creates a self-signed CA named <name>@<unix time>.
+func newNamedAuthority(name string, now func() time.Time) (*authority, error) {
 	key, err := newECKey()
 	if err != nil {
 		return nil, err
@@ -75,7 +80,7 @@ func newAuthority(now func() time.Time) (*authority, error) {
 	t := now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "skiff-server-ca@" + strconv.FormatInt(t.Unix(), 10)},
+		Subject:               pkix.Name{CommonName: name + "@" + strconv.FormatInt(t.Unix(), 10)},
 		NotBefore:             t.Add(-backdate),
 		NotAfter:              t.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,

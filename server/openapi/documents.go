@@ -29,9 +29,11 @@ import (
 // built once at start-up and are safe for concurrent use.
 type Documents struct {
 	v2     *document
+	v2doc  v2Layout
 	v3     map[string]*document // by group-version path, "api/v1" or "apis/apps/v1"
 	index  *document
 	models map[string]*spec.Schema // v3 definitions, for the type converter
+	snap   *snapshot               // the documents alone, as Handler serves them
 
 	tcOnce sync.Once
 	tc     managedfields.TypeConverter
@@ -97,7 +99,6 @@ func Build(resources []Resource, title, version string) (*Documents, error) {
 func assemble(byGV map[schema.GroupVersion][]pathItem, v2defs, v3defs map[string]*spec.Schema, info *spec.Info) (*Documents, error) {
 	d := &Documents{v3: map[string]*document{}, models: v3defs}
 	var all []pathItem
-	index := v3Index{Paths: map[string]v3IndexEntry{}}
 	for gv, items := range byGV {
 		all = append(all, items...)
 		doc := &spec3.OpenAPI{
@@ -110,28 +111,32 @@ func assemble(byGV map[schema.GroupVersion][]pathItem, v2defs, v3defs map[string
 		if err != nil {
 			return nil, fmt.Errorf("encode OpenAPI v3 document of %s: %w", gv, err)
 		}
-		key := gvPath(gv)
-		d.v3[key] = newDocument(raw, v3ProtoTypes(), v3Proto)
-		index.Paths[key] = v3IndexEntry{ServerRelativeURL: "/openapi/v3/" + key + "?hash=" + d.v3[key].etag}
+		d.v3[gvPath(gv)] = newDocument(raw, v3ProtoTypes(), v3Proto)
 	}
-	defs := make(spec.Definitions, len(v2defs))
-	for name, s := range v2defs {
-		defs[name] = *s
-	}
-	swagger := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
-		Swagger: "2.0", Info: info, Paths: renderV2Paths(all), Definitions: defs,
-	}}
-	raw, err := swagger.MarshalJSON()
+	layout, err := encodeV2(info, renderV2Paths(all).Paths, v2defs)
 	if err != nil {
-		return nil, fmt.Errorf("encode OpenAPI v2 document: %w", err)
+		return nil, err
 	}
-	d.v2 = newDocument(raw, v2ProtoTypes(), v2Proto)
-	raw, err = json.Marshal(index)
+	d.v2doc = layout
+	d.v2 = newDocument(layout.raw, v2ProtoTypes(), v2Proto)
+	if d.index, err = indexDocument(d.v3); err != nil {
+		return nil, err
+	}
+	d.snap = &snapshot{v2: readyV2(d.v2), v3: d.v3, index: d.index}
+	return d, nil
+}
+
+// indexDocument is the /openapi/v3 index of docs.
+func indexDocument(docs map[string]*document) (*document, error) {
+	index := v3Index{Paths: make(map[string]v3IndexEntry, len(docs))}
+	for key, doc := range docs {
+		index.Paths[key] = v3IndexEntry{ServerRelativeURL: "/openapi/v3/" + key + "?hash=" + doc.etag}
+	}
+	raw, err := json.Marshal(index)
 	if err != nil {
 		return nil, fmt.Errorf("encode OpenAPI v3 index: %w", err)
 	}
-	d.index = newDocument(raw, nil, nil)
-	return d, nil
+	return newDocument(raw, nil, nil), nil
 }
 
 // v3Index is the discovery document at /openapi/v3; clients fetch each
@@ -252,10 +257,16 @@ func refsOf(items []pathItem) []string {
 
 // reachable is the subset of defs that roots lead to through $refs.
 func reachable(defs map[string]*spec.Schema, roots []string) map[string]*spec.Schema {
+	return reachableIn(lookupIn(defs), roots)
+}
+
+// reachableIn is the definitions that roots lead to through $refs, found
+// by lookup.
+func reachableIn(lookup func(string) (*spec.Schema, bool), roots []string) map[string]*spec.Schema {
 	out := map[string]*spec.Schema{}
 	var visit func(name string)
 	visit = func(name string) {
-		s, ok := defs[name]
+		s, ok := lookup(name)
 		if _, done := out[name]; done || !ok {
 			return
 		}
@@ -293,6 +304,7 @@ func walkRefs(s *spec.Schema, fn func(name string)) {
 			walkRefs(&group[i], fn)
 		}
 	}
+	walkRefs(s.Not, fn)
 }
 
 func refName(ref string) string {

@@ -113,24 +113,63 @@ func (d *document) add(types []string, v *variant) {
 	}
 }
 
+// snapshot is one consistent set of served documents. It is never changed:
+// a new set of CRDs makes a new snapshot.
+type snapshot struct {
+	v2    *lazyDocument
+	v3    map[string]*document // by group-version path
+	index *document
+}
+
+// lazyDocument is a document made on first use: the v2 document with the
+// CRDs spliced in is megabytes that a CRD change need not copy and hash
+// until someone asks.
+type lazyDocument struct {
+	once sync.Once
+	make func() *document
+	doc  *document
+}
+
+func readyV2(d *document) *lazyDocument {
+	l := &lazyDocument{doc: d}
+	l.once.Do(func() {})
+	return l
+}
+
+func (l *lazyDocument) get() *document {
+	l.once.Do(func() { l.doc = l.make() })
+	return l.doc
+}
+
 // Handler serves GET /openapi/v2, /openapi/v3 and /openapi/v3/<group-version>
 // on their full paths; mount it under "/openapi/". Documents are JSON unless
 // the client asks for gnostic protobuf; a client accepting neither gets 406.
 func (d *Documents) Handler() http.Handler {
+	return snapshotHandler(func() *snapshot { return d.snap })
+}
+
+// snapshotHandler serves the snapshot current returns at each request; nil
+// means the documents are not built yet.
+func snapshotHandler(current func() *snapshot) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		s := current()
+		if s == nil {
+			http.Error(w, "OpenAPI documents are not ready", http.StatusServiceUnavailable)
+			return
+		}
 		path := strings.TrimSuffix(r.URL.Path, "/")
 		switch {
 		case path == "/openapi/v2":
-			serve(w, r, d.v2, false)
+			serve(w, r, s.v2.get(), false)
 		case path == "/openapi/v3":
-			serve(w, r, d.index, false)
+			serve(w, r, s.index, false)
 		case strings.HasPrefix(path, "/openapi/v3/"):
-			d.serveGroupVersion(w, r, strings.TrimPrefix(path, "/openapi/v3/"))
+			s.serveGroupVersion(w, r, strings.TrimPrefix(path, "/openapi/v3/"))
 		default:
 			http.NotFound(w, r)
 		}
@@ -140,8 +179,8 @@ func (d *Documents) Handler() http.Handler {
 // serveGroupVersion serves one v3 document. A request carrying the current
 // hash may be cached forever; an outdated hash is redirected to the current
 // one, as upstream does.
-func (d *Documents) serveGroupVersion(w http.ResponseWriter, r *http.Request, gv string) {
-	doc, ok := d.v3[gv]
+func (s *snapshot) serveGroupVersion(w http.ResponseWriter, r *http.Request, gv string) {
+	doc, ok := s.v3[gv]
 	if !ok {
 		http.NotFound(w, r)
 		return

@@ -3,6 +3,7 @@ package openapi
 import (
 	"reflect"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -50,38 +51,46 @@ func gvPath(gv schema.GroupVersion) string {
 	return "apis/" + gv.Group + "/" + gv.Version
 }
 
-// groupWords splits an API group into the words upstream uses in operation
-// ids and tags: "rbac.authorization.k8s.io" gives [rbac authorization] and
-// the core group gives [core].
-func groupWords(group string) []string {
+// groupOf is the group as upstream's operation ids and tags spell it:
+// without ".k8s.io", and "core" for the core group.
+func groupOf(group string) string {
 	if group == "" {
-		return []string{"core"}
+		return "core"
 	}
-	group = strings.TrimSuffix(group, ".k8s.io")
-	return strings.Split(group, ".")
+	return strings.TrimSuffix(group, ".k8s.io")
 }
 
 // opGroupVersion is the group-version part of an operation id, e.g.
-// "RbacAuthorizationV1" or "CoreV1".
+// "RbacAuthorizationV1", "CoreV1" or, for a custom group such as
+// "stable-x.example.com", "StableXExampleCom".
 func opGroupVersion(gv schema.GroupVersion) string {
-	var b strings.Builder
-	for _, w := range groupWords(gv.Group) {
-		b.WriteString(upperFirst(w))
-	}
-	b.WriteString(upperFirst(gv.Version))
-	return b.String()
+	return toValidOperationID(groupOf(gv.Group), true) + toValidOperationID(gv.Version, true)
 }
 
 // tagName is the tag upstream gives every operation of a group-version, e.g.
 // "rbacAuthorization_v1" or "core_v1".
 func tagName(gv schema.GroupVersion) string {
-	words := groupWords(gv.Group)
+	return toValidOperationID(groupOf(gv.Group), false) + "_" + toValidOperationID(gv.Version, false)
+}
+
+// toValidOperationID drops the characters an operation id cannot hold
+// (dots, dashes, a leading digit) and capitalises the letter after each, as
+// upstream's route builder does; custom groups and kinds need it.
+func toValidOperationID(s string, capitalizeFirst bool) string {
 	var b strings.Builder
-	b.WriteString(words[0])
-	for _, w := range words[1:] {
-		b.WriteString(upperFirst(w))
+	capitalize := capitalizeFirst
+	for i, r := range s {
+		if unicode.IsLetter(r) || r == '_' || (i != 0 && unicode.IsDigit(r)) {
+			if capitalize {
+				r = unicode.ToUpper(r)
+				capitalize = false
+			}
+			b.WriteRune(r)
+			continue
+		}
+		capitalize = true
 	}
-	return b.String() + "_" + gv.Version
+	return b.String()
 }
 
 func upperFirst(s string) string {

@@ -38,8 +38,10 @@ type operation struct {
 	params       []param
 	body         string // definition name of the request body
 	bodyOptional bool
-	patch        bool // the body is one of the patch media types
-	watch        bool // the response can also be a watch stream
+	patch        bool     // the body is one of the patch media types
+	patchTypes   []string // the patch media types when not patchMediaTypes()
+	consumes     []string // the other bodies' media types when not "*/*"
+	watch        bool     // the response can also be a watch stream
 	responses    []response
 }
 
@@ -53,7 +55,7 @@ type pathItem struct {
 // optionParams are the query parameters of the options types, derived from
 // their fields the way upstream's route builder derives them.
 type optionParams struct {
-	list, deleteCollection, create, update, patch, del, log []param
+	get, list, deleteCollection, create, update, patch, del, log []param
 }
 
 func newOptionParams() optionParams {
@@ -66,6 +68,7 @@ func newOptionParams() optionParams {
 		}
 	}
 	return optionParams{
+		get:              queryParams(reflect.TypeFor[metav1.GetOptions]()),
 		list:             list,
 		deleteCollection: sortParams(append(collection, del...)),
 		create:           queryParams(reflect.TypeFor[metav1.CreateOptions]()),
@@ -141,6 +144,16 @@ func knownSubresource(name string) (subresource, bool) {
 type pathBuilder struct {
 	opts  optionParams
 	defOf func(runtime.Object) string
+	// custom lays out a CustomResourceDefinition's paths the way upstream's
+	// apiextensions server does: every operation, the scale subresource's
+	// too, names the custom kind; patches are JSON, merge or apply (no
+	// strategic merge); bodies are JSON or YAML; reads take GetOptions.
+	custom bool
+}
+
+// customPatchTypes are the patches a custom resource accepts.
+func customPatchTypes() []string {
+	return []string{"application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"}
 }
 
 // names of the definitions every group-version refers to.
@@ -180,7 +193,7 @@ func (s scope) itemParams(kind string) []param {
 
 func (b pathBuilder) scopeOf(r Resource) scope {
 	gv := r.GVK.GroupVersion()
-	s := scope{r: r, kind: b.defOf(r.Object), gvk: r.GVK, base: "/" + gvPath(gv),
+	s := scope{r: r, kind: r.definition(b.defOf), gvk: r.GVK, base: "/" + gvPath(gv),
 		pretty: param{name: "pretty", in: "query", typ: "string", doc: prettyParamDoc}}
 	prefix := ""
 	if r.Namespaced {
@@ -188,7 +201,7 @@ func (b pathBuilder) scopeOf(r Resource) scope {
 		s.ns = []param{{name: "namespace", in: "path", typ: "string", doc: namespaceParamDoc, required: true}}
 	}
 	s.base += "/" + r.Plural
-	s.n = naming{gv: opGroupVersion(gv), scope: prefix, kind: r.GVK.Kind}
+	s.n = naming{gv: opGroupVersion(gv), scope: prefix, kind: toValidOperationID(r.GVK.Kind, true)}
 	return s
 }
 
@@ -207,18 +220,43 @@ func (b pathBuilder) resource(r Resource) []pathItem {
 		collection.ops = append(collection.ops, b.deleteOp(s.n.id("delete", "Collection"), "deletecollection", "delete collection of "+r.GVK.Kind, b.opts.deleteCollection, gvk))
 	}
 	item := pathItem{gv: gv, path: s.base + "/{name}", params: s.itemParams(r.GVK.Kind), ops: b.itemOps(s)}
+	if b.custom {
+		collection.ops = b.customize(collection.ops)
+		item.ops = b.customize(item.ops)
+	}
 	items := []pathItem{collection, item}
 	if r.Namespaced && r.has("list") {
 		all := pathItem{gv: gv, path: "/" + gvPath(gv) + "/" + r.Plural, params: []param{s.pretty}}
-		all.ops = []operation{b.list("list"+s.n.gv+r.GVK.Kind+"ForAllNamespaces", r, gvk)}
+		all.ops = []operation{b.list("list"+s.n.gv+s.n.kind+"ForAllNamespaces", r, gvk)}
 		items = append(items, all)
 	}
 	for _, sub := range r.Subresources {
 		if p, ok := b.subresource(s, sub); ok {
+			if b.custom {
+				p.ops = b.customize(p.ops)
+			}
 			items = append(items, p)
 		}
 	}
 	return items
+}
+
+// customize adjusts operations laid out for a built-in to what upstream
+// publishes for a custom resource.
+func (b pathBuilder) customize(ops []operation) []operation {
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.patch:
+			op.patchTypes = customPatchTypes()
+		case op.body != "":
+			op.consumes = []string{"application/json", "application/yaml"}
+		}
+		if op.method == "get" && op.action == "get" {
+			op.params = b.opts.get
+		}
+	}
+	return ops
 }
 
 func (b pathBuilder) itemOps(s scope) []operation {
@@ -246,7 +284,10 @@ func (b pathBuilder) subresource(s scope, name string) (pathItem, bool) {
 	}
 	kind, gvk := s.kind, s.gvk
 	if sub.object != nil {
-		kind, gvk = b.defOf(sub.object), sub.gvk
+		kind = b.defOf(sub.object)
+		if !b.custom {
+			gvk = sub.gvk
+		}
 	}
 	p := pathItem{gv: s.gvk.GroupVersion(), path: s.base + "/{name}/" + name, params: s.itemParams(gvk.Kind)}
 	suffix, of := upperFirst(name), name+" of the specified "+s.r.GVK.Kind
@@ -280,7 +321,7 @@ func (b pathBuilder) list(id string, r Resource, gvk *schema.GroupVersionKind) o
 		}
 	}
 	return operation{method: "get", id: id, action: "list", doc: "list or watch objects of kind " + r.GVK.Kind,
-		gvk: gvk, params: params, watch: r.has("watch"), responses: ok(b.defOf(r.List))}
+		gvk: gvk, params: params, watch: r.has("watch"), responses: ok(r.listDefinition(b.defOf))}
 }
 
 func (b pathBuilder) patchOp(id, doc, kind string, gvk *schema.GroupVersionKind) operation {

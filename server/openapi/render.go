@@ -17,6 +17,19 @@ func patchMediaTypes() []string {
 	}
 }
 
+// consumedMediaTypes are the request bodies an operation accepts.
+func consumedMediaTypes(op operation) []string {
+	switch {
+	case op.patch && op.patchTypes != nil:
+		return op.patchTypes
+	case op.patch:
+		return patchMediaTypes()
+	case op.consumes != nil:
+		return op.consumes
+	}
+	return []string{"*/*"}
+}
+
 // producedMediaTypes are the response encodings an operation advertises.
 func producedMediaTypes(op operation, text bool) []string {
 	switch {
@@ -87,10 +100,7 @@ func v2Params(ps []param) []spec.Parameter {
 func v2Operation(op operation, tag string) *spec.Operation {
 	o := &spec.Operation{}
 	o.ID, o.Description, o.Schemes, o.Tags = op.id, op.doc, []string{"https"}, []string{tag}
-	o.Consumes = []string{"*/*"}
-	if op.patch {
-		o.Consumes = patchMediaTypes()
-	}
+	o.Consumes = consumedMediaTypes(op)
 	o.Produces = producedMediaTypes(op, hasText(op))
 	o.Parameters = v2Params(op.params)
 	if op.body != "" {
@@ -154,10 +164,7 @@ func v3Operation(op operation, tag string) *spec3.Operation {
 	o.OperationId, o.Description, o.Tags = op.id, op.doc, []string{tag}
 	o.Parameters = v3Params(op.params)
 	if op.body != "" {
-		types := []string{"*/*"}
-		if op.patch {
-			types = patchMediaTypes()
-		}
+		types := consumedMediaTypes(op)
 		body := refSchema(v3RefPrefix + op.body)
 		o.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{
 			Content: mediaTypes(types, &body), Required: !op.bodyOptional,

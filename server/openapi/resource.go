@@ -19,6 +19,24 @@ type Resource struct {
 	List         runtime.Object // &appsv1.DeploymentList{}
 	Subresources []string       // "status", "scale", ...
 	Verbs        []string       // get list watch create update patch delete deletecollection; empty means all
+
+	// def and listDef name the definitions of a resource without Go types
+	// (a custom resource); empty means the definitions of Object and List.
+	def, listDef string
+}
+
+func (r Resource) definition(defOf func(runtime.Object) string) string {
+	if r.def != "" {
+		return r.def
+	}
+	return defOf(r.Object)
+}
+
+func (r Resource) listDefinition(defOf func(runtime.Object) string) string {
+	if r.listDef != "" {
+		return r.listDef
+	}
+	return defOf(r.List)
 }
 
 // allVerbs is what a resource with no Verbs gets.

@@ -160,8 +160,12 @@ var registry = map[schema.GroupKind]func() Printer{
 	{Group: "networking.k8s.io", Kind: "ServiceCIDR"}:   serviceCIDRPrinter,
 	{Group: "networking.k8s.io", Kind: "IPAddress"}:     ipAddressPrinter,
 
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}: apiServicePrinter, // apiregistration.go
+
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     mutatingWebhookConfigurationPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   validatingWebhookConfigurationPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        validatingAdmissionPolicyPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: validatingAdmissionPolicyBindingPrinter,
+
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: customResourceDefinitionPrinter, // apiextensions.go
 }

@@ -23,10 +23,12 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // testNow is the fixed "now" every test prints against.
@@ -157,6 +159,9 @@ func sampleObjects() map[schema.GroupKind]runtime.Object {
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: m},
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: m},
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: m},
+
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: &apiextensionsv1.CustomResourceDefinition{ObjectMeta: m}, // apiextensions_test.go
+		{Group: "apiregistration.k8s.io", Kind: "APIService"}:             &apiregistrationv1.APIService{ObjectMeta: m},             // apiregistration_test.go
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 	"sort"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -63,6 +65,42 @@ type Resource struct {
 	// Compute, when set, makes the resource computed, not stored: get and
 	// list answer with what it returns at the time of the request.
 	Compute func(ctx context.Context) ([]runtime.Object, error)
+
+	// Custom marks a custom resource (a CustomResourceDefinition's row):
+	// its objects are *unstructured.Unstructured, served as JSON only (no
+	// protobuf), and strategic merge patch is refused as upstream does.
+	Custom bool
+	// Prune, when set, removes the fields the resource's schema does not
+	// declare from a decoded object and returns their paths, which
+	// fieldValidation Strict refuses and Warn reports.
+	Prune func(obj runtime.Object) []string
+	// ScaleHooks, when set, is how the scale subresource reads and writes
+	// the replicas of an object whose layout the server does not know.
+	ScaleHooks *ScaleHooks
+	// Table, when set, prints the resource's objects for kubectl get.
+	Table *Table
+	// BeforeDelete, when set, changes an object about to be deleted (in
+	// place): a CustomResourceDefinition gets the finalizer that deletes
+	// its objects first.
+	BeforeDelete func(obj runtime.Object)
+	// ApplyTypes, when set, is the schema server-side apply merges objects
+	// of the resource by (built-ins use the scheme's).
+	ApplyTypes managedfields.TypeConverter
+}
+
+// ScaleHooks read and write the scale subresource of a resource.
+type ScaleHooks struct {
+	// Get returns the desired and observed replicas and the selector.
+	Get func(obj runtime.Object) (spec, status int32, selector string, err error)
+	// Set writes the desired replicas.
+	Set func(obj runtime.Object, replicas int32) error
+}
+
+// Table prints the objects of one resource as rows of a metav1.Table.
+type Table struct {
+	Columns []metav1.TableColumnDefinition
+	// Cells returns one object's cells, in Columns order.
+	Cells func(obj runtime.Object) ([]any, error)
 }
 
 // Conversion translates between a row's type and the type of the version
@@ -192,6 +230,33 @@ func (r *Registry) Add(res *Resource) error {
 	return nil
 }
 
+// Put serves a resource, replacing the row of the same group, version and
+// resource if there is one (a CustomResourceDefinition that changed).
+func (r *Registry) Put(res *Resource) error {
+	if res.Name == "" || res.Kind == "" || res.Version == "" || res.New == nil || res.NewList == nil {
+		return fmt.Errorf("registry: incomplete resource %+v", res.GVR())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.byGVR[res.GVR()]; ok {
+		delete(r.byGVK, old.GVK())
+	}
+	r.byGVR[res.GVR()] = res
+	r.byGVK[res.GVK()] = res
+	if _, ok := r.preferred[res.Group]; !ok {
+		r.preferred[res.Group] = res.Version
+	}
+	return nil
+}
+
+// SetPreferred makes version the one discovery reports as preferred for
+// group (a CustomResourceDefinition orders its versions itself).
+func (r *Registry) SetPreferred(group, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.preferred[group] = version
+}
+
 // Remove stops serving a resource (a deleted CustomResourceDefinition).
 func (r *Registry) Remove(gvr schema.GroupVersionResource) {
 	r.mu.Lock()
@@ -204,6 +269,9 @@ func (r *Registry) Remove(gvr schema.GroupVersionResource) {
 	delete(r.byGVK, res.GVK())
 	for k := range r.byGVR {
 		if k.Group == gvr.Group {
+			if r.preferred[gvr.Group] == gvr.Version {
+				r.preferred[gvr.Group] = k.Version
+			}
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,9 @@ const defaultHistory = 4096
 // waitLimit bounds how long a read waits for the cache to reach a revision
 // before answering "too large resource version", as kube-apiserver does.
 const waitLimit = 3 * time.Second
+
+// pendingRetry is how often objects a row could not decode are read again.
+const pendingRetry = 2 * time.Second
 
 // bookmarkInterval is how often watchers that asked for bookmarks get one.
 const bookmarkInterval = 10 * time.Second
@@ -74,8 +78,11 @@ func cacheKey(res *registry.Resource) string {
 }
 
 type resCache struct {
-	res      *registry.Resource
-	objs     map[string]*Entry
+	res  *registry.Resource
+	objs map[string]*Entry
+	// pending are keys whose latest value this row could not decode (a
+	// conversion webhook that is down): retried until they decode.
+	pending  map[string]bool
 	history  []Event
 	startRev int64 // history holds every event in (startRev, cache rev]
 	watchers map[*Watcher]struct{}
@@ -100,7 +107,10 @@ func (c *Cache) Run(ctx context.Context, log *slog.Logger) {
 	if log != nil {
 		c.log = log
 	}
-	go c.runBookmarks(ctx, bookmarkInterval)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.runBookmarks(ctx, bookmarkInterval) })
+	wg.Go(func() { c.retryPending(ctx, pendingRetry) })
+	defer wg.Wait()
 	for ctx.Err() == nil {
 		err := c.syncOnce(ctx)
 		if ctx.Err() != nil {
@@ -136,7 +146,11 @@ func (c *Cache) syncOnce(ctx context.Context) error {
 		for _, rc := range byPrefix[keyPrefix(kv.Key)] {
 			e, err := Decode(rc.res, kv)
 			if err != nil {
-				c.log.Error("skipping undecodable object", "key", kv.Key, "err", err)
+				c.log.Warn("cannot decode object; retrying", "key", kv.Key, "err", err)
+				if rc.pending == nil {
+					rc.pending = map[string]bool{}
+				}
+				rc.pending[kv.Key] = true
 				continue
 			}
 			rc.objs[kv.Key] = e
@@ -153,6 +167,14 @@ func (c *Cache) syncOnce(ctx context.Context) error {
 	}
 	c.res, c.byPrefix, c.ready = fresh, byPrefix, true
 	c.setRev(list.Revision)
+	for _, res := range c.reg.All() { // rows added while the list was read
+		if c.res[cacheKey(res)] == nil {
+			if err := c.addLocked(ctx, res); err != nil {
+				c.mu.Unlock()
+				return err
+			}
+		}
+	}
 	c.mu.Unlock()
 
 	for ev := range w.Events() {
@@ -196,20 +218,104 @@ func (c *Cache) apply(ev store.Event) {
 		kv.ModRevision = ev.Revision() // a deleted object is reported at the delete
 	}
 	entries := make([]*Entry, len(rcs))
+	errs := make([]error, len(rcs))
 	for i, rc := range rcs { // decode outside the lock: it is the expensive part
-		var err error
-		if entries[i], err = Decode(rc.res, kv); err != nil {
-			c.log.Error("skipping undecodable event", "key", ev.KV.Key, "err", err)
-		}
+		entries[i], errs[i] = Decode(rc.res, kv)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, rc := range rcs {
-		if entries[i] != nil && c.res[cacheKey(rc.res)] == rc {
-			rc.apply(ev.Type, ev.KV.Key, entries[i], c.history)
+		if c.res[cacheKey(rc.res)] != rc {
+			continue
+		}
+		if errs[i] != nil {
+			c.undecodable(rc, ev, errs[i])
+			continue
+		}
+		delete(rc.pending, ev.KV.Key)
+		rc.apply(ev.Type, ev.KV.Key, entries[i], c.history)
+	}
+	// A resource added (AddResource) since the read above starts at the
+	// revision before this event: it must see the event too.
+	for _, rc := range c.byPrefix[keyPrefix(ev.KV.Key)] {
+		if slices.Contains(rcs, rc) {
+			continue
+		}
+		if e, err := Decode(rc.res, kv); err == nil {
+			rc.apply(ev.Type, ev.KV.Key, e, c.history)
+		} else {
+			c.log.Error("skipping undecodable event", "key", ev.KV.Key, "err", err)
 		}
 	}
 	c.setRev(ev.Revision())
+}
+
+// AddResource starts caching a resource served from now on (a
+// CustomResourceDefinition's version): its objects are read from the store
+// at the cache's revision, under the lock, so no event is missed or seen
+// twice. A row that replaces one of the same key keeps its objects and
+// watchers and only swaps the row. Watches from before now get 410.
+func (c *Cache) AddResource(ctx context.Context, res *registry.Resource) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil // the sync lists every row of the registry when it ends
+	}
+	return c.addLocked(ctx, res)
+}
+
+func (c *Cache) addLocked(ctx context.Context, res *registry.Resource) error {
+	key := cacheKey(res)
+	if rc := c.res[key]; rc != nil {
+		rc.res = res
+		return nil
+	}
+	rc := &resCache{res: res, objs: map[string]*Entry{}, startRev: c.rev, watchers: map[*Watcher]struct{}{}}
+	opts := store.ListOptions{Prefix: res.KeyPrefix(), Revision: c.rev}
+	for {
+		page, err := c.st.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("cache %s: %w", res.GVR(), err)
+		}
+		for _, kv := range page.Items {
+			e, err := Decode(res, kv)
+			if err != nil {
+				c.log.Warn("cannot decode object; retrying", "key", kv.Key, "err", err)
+				if rc.pending == nil {
+					rc.pending = map[string]bool{}
+				}
+				rc.pending[kv.Key] = true
+				continue
+			}
+			rc.objs[kv.Key] = e
+		}
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	c.res[key] = rc
+	c.byPrefix[res.KeyPrefix()] = append(c.byPrefix[res.KeyPrefix()], rc)
+	return nil
+}
+
+// RemoveResource stops caching a resource no longer served; its watchers
+// end.
+func (c *Cache) RemoveResource(res *registry.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := cacheKey(res)
+	rc := c.res[key]
+	if rc == nil {
+		return
+	}
+	rc.closeWatchers()
+	delete(c.res, key)
+	prefix := res.KeyPrefix()
+	c.byPrefix[prefix] = slices.DeleteFunc(c.byPrefix[prefix], func(x *resCache) bool { return x == rc })
+	if len(c.byPrefix[prefix]) == 0 {
+		delete(c.byPrefix, prefix)
+	}
 }
 
 func (rc *resCache) apply(t store.EventType, key string, cur *Entry, historySize int) {
@@ -322,4 +428,79 @@ func (c *Cache) Get(res *registry.Resource, namespace, name string) *Entry {
 		return rc.objs[res.Key(namespace, name)]
 	}
 	return nil
+}
+
+// undecodable handles an event a row cannot decode, as for a custom
+// resource whose conversion webhook is down: the object leaves the row's
+// view (a watcher sees it DELETED, as it would a relist without it) and its
+// key is retried until it decodes, so the row is never left stale. Needs
+// c.mu.
+func (c *Cache) undecodable(rc *resCache, ev store.Event, err error) {
+	key := ev.KV.Key
+	c.log.Warn("cannot decode object; retrying", "key", key, "version", rc.res.Version, "err", err)
+	if prev := rc.objs[key]; prev != nil {
+		gone := &Entry{Obj: prev.Obj, Raw: prev.Raw, Rev: ev.Revision()}
+		rc.apply(store.Deleted, key, gone, c.history)
+	}
+	if rc.pending == nil {
+		rc.pending = map[string]bool{}
+	}
+	if ev.Type != store.Deleted {
+		rc.pending[key] = true
+	} else {
+		delete(rc.pending, key)
+	}
+}
+
+// retryPending re-reads the keys rows could not decode, until ctx ends.
+func (c *Cache) retryPending(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.RLock()
+		var work []*resCache
+		for _, rc := range c.res {
+			if len(rc.pending) > 0 {
+				work = append(work, rc)
+			}
+		}
+		c.mu.RUnlock()
+		for _, rc := range work {
+			c.retryRow(ctx, rc)
+		}
+	}
+}
+
+func (c *Cache) retryRow(ctx context.Context, rc *resCache) {
+	c.mu.RLock()
+	keys := make([]string, 0, len(rc.pending))
+	for k := range rc.pending {
+		keys = append(keys, k)
+	}
+	c.mu.RUnlock()
+	for _, key := range keys {
+		res, err := c.st.List(ctx, store.ListOptions{Prefix: key, Limit: 1})
+		if err != nil {
+			return
+		}
+		var e *Entry
+		if len(res.Items) == 1 && res.Items[0].Key == key {
+			if e, err = Decode(rc.res, res.Items[0]); err != nil {
+				continue // still undecodable
+			}
+		}
+		c.mu.Lock()
+		if rc.pending[key] && c.res[cacheKey(rc.res)] == rc {
+			delete(rc.pending, key)
+			if e != nil && (rc.objs[key] == nil || rc.objs[key].Rev < e.Rev) {
+				rc.apply(store.Created, key, e, c.history)
+			}
+		}
+		c.mu.Unlock()
+	}
 }

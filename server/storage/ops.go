@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +22,11 @@ func (s *Storage) Get(ctx context.Context, res *registry.Resource, namespace, na
 		return nil, APIError(err, res, name)
 	}
 	e, err := Decode(res, kv)
-	if err != nil {
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &status):
+		return nil, status.(error) // a conversion webhook's error says it all
+	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
 	return e, nil
@@ -135,7 +140,11 @@ func (s *Storage) GuaranteedUpdate(ctx context.Context, res *registry.Resource, 
 
 func decodeOrInternal(res *registry.Resource, kv store.KeyValue) (*Entry, error) {
 	e, err := Decode(res, kv)
-	if err != nil {
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &status):
+		return nil, status.(error) // a conversion webhook's error says it all
+	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
 	return e, nil

@@ -40,6 +40,9 @@ type Options struct {
 	// Tokens issues service-account tokens (none by default: the token
 	// subresource is not served).
 	Tokens apiserver.TokenIssuer
+	// Resources are served besides the built-ins (rows not yet in
+	// registry.Builtin, such as CustomResourceDefinitions').
+	Resources []*registry.Resource
 }
 
 // Server is a running API server and what it stands on.
@@ -68,7 +71,8 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
+	rows := registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})
+	reg, err := registry.New(append(rows, opts.Resources...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
