@@ -78,7 +78,7 @@ spec:
       - name: extapi
         image: %[6]s
         imagePullPolicy: Never
-        args: [--secure-port=%[7]d, --flunders=%[1]s/flunder-a,%[1]s/flunder-b]
+        args: [--secure-port=%[7]d, "--flunders=%[1]s/flunder-a,%[1]s/flunder-b"]
         ports: [{name: https, containerPort: %[7]d}]
         volumeMounts: [{name: certs, mountPath: /apiserver.local.config/certificates, readOnly: true}]
         readinessProbe: {httpGet: {path: /readyz, port: %[7]d, scheme: HTTPS}, periodSeconds: 1}

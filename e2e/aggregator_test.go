@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -203,7 +204,9 @@ func TestAggregator_ExtensionServer_ProxiedWithCallerIdentity_UnavailableFailsOn
 		agWantServiceUnavailable(t, "list flunders", code, body)
 
 		for _, v := range []string{"1.27", "1.33"} {
-			mustContain(t, "kubectl "+v+" get pods -A", kc(t, v, "get", "pods", "-A"), "NAMESPACE", "kube-system")
+			// No pod is left to list; the call must still succeed.
+			kc(t, v, "get", "pods", "-A")
+			mustContain(t, "kubectl "+v+" get deployments -A", kc(t, v, "get", "deployments", "-A"), "NAMESPACE", agNS, agSvc)
 			agAPIResources(t, "kubectl "+v+" api-resources with the server gone", kcRun(v, "api-resources"),
 				[]string{"pods", "deployments", "apiservices", "customresourcedefinitions"}, agGroup)
 			mustContain(t, "kubectl "+v+" get --raw /apis", kc(t, v, "get", "--raw", "/apis"), `"name":"apps"`)
@@ -259,11 +262,12 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 func TestHelm_MetricsServerChart_InstallsWithAPIService(t *testing.T) {
 	chart := metricsServerChart(t)
 	c := startClusterWith(t, "--disable-agent")
-	bin := kubectlVersions(t)["1.33"]
+	kubectls := kubectlVersions(t)
 	cacheDir := t.TempDir()
-	kc := func(args ...string) (string, string, error) {
-		return c.run(t, bin, "", append([]string{"--cache-dir", cacheDir}, args...)...)
+	kcv := func(v string, args ...string) (string, string, error) {
+		return c.run(t, kubectls[v], "", append([]string{"--cache-dir", filepath.Join(cacheDir, v)}, args...)...)
 	}
+	kc := func(args ...string) (string, string, error) { return kcv("1.33", args...) }
 	const name = "v1beta1.metrics.k8s.io"
 	helm(t, "install", "metrics-server", chart, "--kubeconfig="+c.kubeconfig, "--namespace", "kube-system")
 	mustContain(t, "helm list", helm(t, "list", "--kubeconfig="+c.kubeconfig, "--namespace", "kube-system"),
@@ -297,8 +301,14 @@ func TestHelm_MetricsServerChart_InstallsWithAPIService(t *testing.T) {
 	}
 	code, body := agRaw(t, cs, "/apis/metrics.k8s.io/v1beta1")
 	agWantServiceUnavailable(t, "GET /apis/metrics.k8s.io/v1beta1", code, body)
-	agAPIResources(t, "kubectl api-resources with metrics-server down", func() (string, string, error) { return kc("api-resources") },
-		[]string{"pods", "deployments", "apiservices", "customresourcedefinitions"}, "metrics.k8s.io")
+	for _, v := range []string{"1.27", "1.33"} {
+		agAPIResources(t, "kubectl "+v+" api-resources with metrics-server down", func() (string, string, error) { return kcv(v, "api-resources") },
+			[]string{"pods", "deployments", "apiservices", "customresourcedefinitions"}, "metrics.k8s.io")
+	}
+	// The group stays listed, as upstream's /apis lists every APIService.
+	if out, errOut, err := kc("get", "--raw", "/apis"); err != nil || !strings.Contains(out, `"name":"metrics.k8s.io"`) {
+		t.Errorf("GET /apis with metrics-server down: %v %s, want it to list metrics.k8s.io: %s", err, errOut, out)
+	}
 	if out, errOut, err := kc("get", "pods", "-A"); err != nil {
 		t.Fatalf("kubectl get pods -A: %v: %s", err, errOut)
 	} else {

@@ -116,3 +116,39 @@ func waitServed(t *testing.T, c *cluster, bin string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestCRD_BadInput_RefusedNamingTheField: what a CRD or a custom object
+// gets wrong is refused with the field, and nothing is half-written.
+func TestCRD_BadInput_RefusedNamingTheField(t *testing.T) {
+	c := startCluster(t)
+	bin := kubectlVersions(t)["1.33"]
+	refused := func(what, manifest string, wants ...string) {
+		t.Helper()
+		_, errOut, err := c.run(t, bin, manifest, "create", "--validate=false", "-f", "-")
+		if err == nil {
+			t.Fatalf("%s was accepted", what)
+		}
+		mustContain(t, what, errOut, wants...)
+	}
+	nonStructural := strings.Replace(widgetCRD, "              replicas: {type: integer, minimum: 0}", "              replicas: {minimum: 0}", 1)
+	refused("a non-structural schema", nonStructural, "spec.validation.openAPIV3Schema.properties[spec].properties[replicas].type", "Required value")
+	builtin := strings.NewReplacer("widgets.e2e.skiff.test", "ingresses.networking.k8s.io", "group: e2e.skiff.test", "group: networking.k8s.io",
+		"plural: widgets, singular: widget, kind: Widget, shortNames: [wdg]", "plural: ingresses, singular: ingress, kind: Ingress",
+		"metadata:\n  name:", "metadata:\n  annotations: {api-approved.kubernetes.io: unapproved}\n  name:").Replace(widgetCRD)
+	refused("a CRD taking a built-in resource", builtin, "spec.names.plural")
+	if _, _, err := c.run(t, bin, "", "get", "crd", "ingresses.networking.k8s.io"); err == nil {
+		t.Fatal("the refused CRD was stored")
+	}
+	c.okIn(t, bin, widgetCRD, "create", "-f", "-")
+	refused("a duplicate CRD", widgetCRD, "AlreadyExists")
+	c.ok(t, bin, "wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.e2e.skiff.test")
+	waitServed(t, c, bin)
+	big := "apiVersion: e2e.skiff.test/v1\nkind: Widget\nmetadata:\n  name: big\n  annotations: {blob: \"" + strings.Repeat("x", 3<<20) + "\"}\n"
+	_, errOut, err := c.run(t, bin, big, "create", "--validate=false", "-f", "-")
+	if err == nil || !strings.Contains(errOut, "too large") && !strings.Contains(errOut, "413") {
+		t.Fatalf("a custom object over 3 MiB: err %v, stderr %s; want 413 Request Entity Too Large", err, errOut)
+	}
+	if out, _, _ := c.run(t, bin, "", "get", "widgets", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Fatalf("widgets stored after refused creates: %s", out)
+	}
+}

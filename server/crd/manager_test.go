@@ -3,6 +3,7 @@ package crd_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"skiff/server/apiserver/apitest"
 	"skiff/server/auth"
@@ -347,5 +350,43 @@ func TestManager_KindConflict_NotAccepted(t *testing.T) {
 	})
 	if cnd := c.crdCondition(t, other.Name, apiextensionsv1.Established); cnd == nil || cnd.Status != apiextensionsv1.ConditionFalse {
 		t.Errorf("Established = %v for a CRD whose kind is taken", cnd)
+	}
+}
+
+func TestManager_DynamicInformer_SeesCustomObjectsInOrder(t *testing.T) {
+	c := start(t)
+	c.createCRD(t, widgetCRD())
+	c.established(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dyn, 0, "default", nil)
+	inf := factory.ForResource(widgets).Informer()
+	var mu sync.Mutex
+	var seen []string
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, obj.(*unstructured.Unstructured).GetName())
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }() // Shutdown waits for the informers ctx stops
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("informer never synced")
+	}
+	var want []string
+	for i := range 20 {
+		name := fmt.Sprintf("w%02d", i)
+		want = append(want, name)
+		if _, err := c.dyn.Resource(widgets).Namespace("default").Create(ctx, widget(name, map[string]any{}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "20 adds", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 20 })
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Fatalf("informer saw %v, want the creation order %v", seen, want)
 	}
 }
