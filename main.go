@@ -107,6 +107,7 @@ func newServerCommand() *cobra.Command {
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) with the scheduler's profiles")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a node may go without renewing its Lease before it is marked Unknown and tainted")
 	f.Int64Var(&cfg.DefaultTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds admission gives every pod for the not-ready and unreachable NoExecute taints")
+	f.StringVar(&cfg.PodSecurityConfig, "pod-security-admission-config", "", "PodSecurityConfiguration file (or an AdmissionConfiguration with a PodSecurity plugin) giving Pod Security's default levels and exemptions")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler")
 	f.BoolVar(&cfg.DisableControllers, "disable-controller-manager", false, "do not run the controllers")
 	f.StringVar(&cfg.Token, "token", "", "join token secret agents present (default: generated once, kept in <data-dir>/server/token) (env SKIFF_TOKEN)")

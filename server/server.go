@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"skiff/server/admission"
+	"skiff/server/admission/limitrange"
+	"skiff/server/admission/podsecurity"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/auth/node"
@@ -81,6 +83,10 @@ type Config struct {
 	// DefaultTolerationSeconds is what admission gives pods for the
 	// not-ready and unreachable NoExecute taints (300 by default).
 	DefaultTolerationSeconds int64
+	// PodSecurityConfig is a PodSecurityConfiguration (or an
+	// AdmissionConfiguration holding one) with Pod Security's default
+	// levels and exemptions ("" = privileged everywhere, as upstream).
+	PodSecurityConfig string
 	// DisableScheduler and DisableControllers leave those loops out.
 	DisableScheduler   bool
 	DisableControllers bool
@@ -160,6 +166,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("service-account issuer discovery: %w", err)
 	}
+	psaConfig := podsecurity.Config{}
+	if cfg.PodSecurityConfig != "" {
+		if psaConfig, err = podsecurity.LoadConfigFile(cfg.PodSecurityConfig); err != nil {
+			return fmt.Errorf("--pod-security-admission-config: %w", err)
+		}
+	}
+	podSecurity, err := podsecurity.New(psaConfig, lookups, lookups, admissionWarner) // lookups_admission.go
+	if err != nil {
+		return fmt.Errorf("pod security: %w", err)
+	}
 	var bootstrapped atomic.Bool
 	authz := rbac.New(lookups)
 	allocator := &admission.ServiceAllocator{Store: st, Objects: objects, Registry: reg, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
@@ -208,9 +224,11 @@ func Run(ctx context.Context, cfg Config) error {
 			admission.Priority{Get: lookups},
 			admission.DefaultTolerations{Seconds: cfg.DefaultTolerationSeconds},
 			admission.RuntimeClass{Get: lookups},
+			limitrange.Plugin{LimitRanges: lookups},
 			allocator,
 			admission.RBACEscalation{Authorizer: authz},
 			admission.Certificates{Authorizer: authz, Get: lookups}, // signers' attest and sign; kubelets' PodCertificateRequests
+			podSecurity,
 		},
 		Version: cfg.Version,
 		Logger:  log.With("component", "apiserver"),

@@ -7,7 +7,7 @@
 #   real builds:   nonewprivs:1.4 (nnp, static, setuid root), agnhost:2.66.1 and :2.55 (agnhost from source, static; plus busybox applets and
 #                  Debian's curl/dig/nc/bash/ss/ip/socat/iperf/getent with their shared libraries instead
 #                  of upstream's Alpine packages; /bin/sh is dash), busybox:1.37.0-2 and :1.36.1-1
-#                  (Debian busybox 1.35, all applets, /bin/sh = Debian bash unless BUSYBOX_SH=busybox),
+#                  (Debian busybox 1.35, all applets, /bin/sh = shsel: bash for env names ash drops, else ash),
 #                  glibc-dns-testing:2.1.1 (Debian dig/getent),
 #                  pause:3.10.2 (a tiny static Go pause), nonroot:1.5 (busybox, USER 1234)
 #   SUBSTITUTES:   nginx:1.27.0-2, nginx:1.28.0-2 (busybox httpd on :80 serving
@@ -19,6 +19,7 @@
 #
 #   images.sh aggregator   builds only sample-apiserver.tar and etcd.tar (conformance.sh runs it
 #                          when an older image set lacks them)
+#   images.sh busybox      builds only busybox.tar
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CONF_DIR=${CONF_DIR:-${TMPDIR:-/tmp}/conformance}
@@ -109,14 +110,33 @@ if [ "${1:-}" = aggregator ]; then
 fi
 
 # --- busybox. Debian's busybox 1.35 `sh` drops environment variables whose names are not shell
-# identifiers (data-1=...), which upstream's busybox 1.37 keeps and three [Conformance] env tests
-# need; with BUSYBOX_SH=bash (default) /bin/sh is Debian's bash, which keeps them.
+# identifiers (data-1=...), which upstream's busybox 1.37 keeps and the env-from [Conformance]
+# tests need; bash keeps them, but other tests expect ash's messages ("/bin/sh: can't create ...").
+# BUSYBOX_SH=select (default): /bin/sh is shsel (static Go, cached in $CONF_DIR/bin), which execs
+# bash when the environment holds such a name and busybox ash otherwise; =bash: /bin/sh is bash;
+# =busybox: plain ash.
 base_fs "$W/busybox"
-if [ "${BUSYBOX_SH:-bash}" = bash ]; then
+case "${BUSYBOX_SH:-select}" in
+select)
+  if [ ! -x "$CONF_DIR/bin/shsel" ] || [ "$HERE/shsel/main.go" -nt "$CONF_DIR/bin/shsel" ]; then
+    mkdir -p "$CONF_DIR/bin"
+    (cd "$HERE/shsel" && CGO_ENABLED=0 GOOS=linux GOFLAGS= go build -trimpath -ldflags "-s -w" -o "$CONF_DIR/bin/shsel.tmp" . && \
+      mv "$CONF_DIR/bin/shsel.tmp" "$CONF_DIR/bin/shsel")
+  fi
+  copy_dyn "$W/busybox" bash
+  rm -f "$W/busybox/bin/sh" && cp "$CONF_DIR/bin/shsel" "$W/busybox/bin/sh" && chmod 0755 "$W/busybox/bin/sh"
+  ;;
+bash)
   copy_dyn "$W/busybox" bash
   rm -f "$W/busybox/bin/sh" && ln -s /usr/bin/bash "$W/busybox/bin/sh"
-fi
+  ;;
+esac
 python3 "$HERE/mkimage.py" "$OUT/busybox.tar" "$W/busybox" --tag "$E2E/busybox:1.37.0-2" --tag "$E2E/busybox:1.36.1-1" --cmd '["sh"]'
+if [ "${1:-}" = busybox ]; then
+  rm -rf "$W"
+  ls -la "$OUT/busybox.tar"
+  exit 0
+fi
 
 # --- nonroot (upstream: busybox with USER 1234)
 base_fs "$W/nonroot"

@@ -123,6 +123,7 @@ func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Objec
 		s.release(ctx, q, obj, nil)
 		return nil, err
 	}
+	setQOS(obj)
 	if q.res.Validate != nil {
 		if errs := q.res.Validate(obj); len(errs) > 0 {
 			s.release(ctx, q, obj, nil)
@@ -209,12 +210,19 @@ func prepareForCreate(res *registry.Resource, obj runtime.Object, acc metav1.Obj
 	if res.Default != nil {
 		res.Default(obj)
 	}
+	setQOS(obj)
+}
+
+// setQOS computes a pod's QoS class; it runs again after admission, which
+// may have set resources (LimitRanger, mutating webhooks).
+func setQOS(obj runtime.Object) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		pod.Status.QOSClass = podQOS(pod)
 	}
 }
 
 func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool) error {
+	ctx = withWarner(ctx, q.w) // warnings.go
 	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry}
 	for _, p := range s.cfg.Admission {
 		if err := p.Admit(ctx, a); err != nil {

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+const privilegedPod = `apiVersion: v1
+kind: Pod
+metadata: {name: priv}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    securityContext: {privileged: true}
+`
+
+// TestPodSecurity_NamespaceLabels_EnforceRefusesWarnWarns: the namespace
+// labels of Pod Security admission act as upstream's, with its messages,
+// seen through the real kubectl.
+func TestPodSecurity_NamespaceLabels_EnforceRefusesWarnWarns(t *testing.T) {
+	c := startCluster(t)
+	for _, v := range []string{"1.27", "1.33"} {
+		bin := kubectlVersions(t)[v]
+		t.Run("kubectl-"+v, func(t *testing.T) {
+			ns := "psa" + strings.ReplaceAll(v, ".", "")
+			c.ok(t, bin, "create", "namespace", ns)
+			c.ok(t, bin, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+			_, errOut, err := c.run(t, bin, privilegedPod, "create", "-n", ns, "-f", "-")
+			if err == nil {
+				t.Fatal("a privileged pod was admitted to a restricted namespace")
+			}
+			mustContain(t, "enforce", errOut, `pods "priv" is forbidden: violates PodSecurity "restricted:latest": privileged (container "c" must not set securityContext.privileged=true)`)
+
+			warnNS := ns + "w"
+			c.ok(t, bin, "create", "namespace", warnNS)
+			c.ok(t, bin, "label", "namespace", warnNS, "pod-security.kubernetes.io/warn=baseline")
+			_, errOut, err = c.run(t, bin, privilegedPod, "create", "-n", warnNS, "-f", "-")
+			if err != nil {
+				t.Fatalf("warn-only namespace refused the pod: %v %s", err, errOut)
+			}
+			mustContain(t, "warn", errOut, `Warning: would violate PodSecurity "baseline:latest": privileged`)
+
+			_, errOut, _ = c.run(t, bin, "", "label", "--overwrite", "namespace", warnNS, "pod-security.kubernetes.io/enforce=baseline")
+			mustContain(t, "existing pods", errOut, `existing pods in namespace "`+warnNS+`" violate the new PodSecurity enforce level "baseline:latest"`)
+			_, errOut, err = c.run(t, bin, "", "label", "--overwrite", "namespace", warnNS, "pod-security.kubernetes.io/enforce=bogus")
+			if err == nil {
+				t.Fatal("an invalid enforce level was accepted")
+			}
+			mustContain(t, "bad level", errOut, "pod-security.kubernetes.io/enforce", "must be one of privileged, baseline, restricted")
+		})
+	}
+}
+
+// TestLimitRange_DefaultsAndMax_AsUpstream: a LimitRange's defaults land
+// on a new pod (and its QoS class follows them), and a limit over its max
+// is refused with upstream's message.
+func TestLimitRange_DefaultsAndMax_AsUpstream(t *testing.T) {
+	c := startCluster(t)
+	bin := kubectlVersions(t)["1.33"]
+	c.okIn(t, bin, `apiVersion: v1
+kind: LimitRange
+metadata: {name: lr, namespace: default}
+spec:
+  limits:
+  - type: Container
+    default: {cpu: 200m, memory: 64Mi}
+    defaultRequest: {cpu: 200m, memory: 64Mi}
+    max: {memory: 128Mi}
+`, "apply", "-f", "-")
+	c.okIn(t, bin, "apiVersion: v1\nkind: Pod\nmetadata: {name: d}\nspec:\n  containers: [{name: c, image: busybox}]\n", "create", "-f", "-")
+	got := c.ok(t, bin, "get", "pod", "d", "-o", "jsonpath={.spec.containers[0].resources.limits.memory} {.spec.containers[0].resources.requests.cpu} {.status.qosClass}")
+	if strings.TrimSpace(got) != "64Mi 200m Guaranteed" {
+		t.Fatalf("limits/requests/QoS = %q, want the LimitRange's defaults and Guaranteed", got)
+	}
+	mustContain(t, "annotation", c.ok(t, bin, "get", "pod", "d", "-o", "jsonpath={.metadata.annotations}"), "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c")
+	_, errOut, err := c.run(t, bin, "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers: [{name: c, image: busybox, resources: {limits: {memory: 1Gi}}}]\n", "create", "-f", "-")
+	if err == nil {
+		t.Fatal("a pod over the LimitRange's max was admitted")
+	}
+	mustContain(t, "max", errOut, `pods "big" is forbidden: maximum memory usage per Container is 128Mi, but limit is 1Gi`)
+}
