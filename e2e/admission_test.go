@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const privilegedPod = `apiVersion: v1
@@ -79,4 +84,55 @@ spec:
 		t.Fatal("a pod over the LimitRange's max was admitted")
 	}
 	mustContain(t, "max", errOut, `pods "big" is forbidden: maximum memory usage per Container is 128Mi, but limit is 1Gi`)
+}
+
+// TestResourceQuota_RefusesOverQuota_ConcurrentCreatesNeverOvershoot: the
+// quota is enforced with upstream's message, 20 concurrent creates against
+// pods=5 admit exactly 5, and `describe quota` follows deletes.
+func TestResourceQuota_RefusesOverQuota_ConcurrentCreatesNeverOvershoot(t *testing.T) {
+	c := startCluster(t)
+	bin := kubectlVersions(t)["1.33"]
+	c.ok(t, bin, "create", "namespace", "q1")
+	c.ok(t, bin, "create", "quota", "q", "-n", "q1", "--hard=pods=1")
+	waitFor(t, 30*time.Second, "the quota's status", func() bool {
+		out, _, err := c.run(t, bin, "", "get", "quota", "q", "-n", "q1", "-o", "jsonpath={.status.hard.pods}")
+		return err == nil && strings.TrimSpace(out) == "1"
+	})
+	pod := func(name string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	}
+	c.okIn(t, bin, pod("p1"), "create", "-n", "q1", "-f", "-")
+	_, errOut, err := c.run(t, bin, pod("p2"), "create", "-n", "q1", "-f", "-")
+	if err == nil {
+		t.Fatal("a second pod was admitted under pods=1")
+	}
+	mustContain(t, "over quota", errOut, `pods "p2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1`)
+
+	c.ok(t, bin, "create", "namespace", "q5")
+	c.ok(t, bin, "create", "quota", "q", "-n", "q5", "--hard=pods=5")
+	waitFor(t, 30*time.Second, "the quota's status", func() bool {
+		out, _, err := c.run(t, bin, "", "get", "quota", "q", "-n", "q5", "-o", "jsonpath={.status.hard.pods}")
+		return err == nil && strings.TrimSpace(out) == "5"
+	})
+	var wg sync.WaitGroup
+	var admitted atomic.Int32
+	for i := range 20 {
+		wg.Go(func() {
+			if _, _, err := c.run(t, bin, pod(fmt.Sprintf("c%02d", i)), "create", "-n", "q5", "-f", "-"); err == nil {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 5 {
+		t.Fatalf("%d of 20 concurrent pod creates admitted against pods=5, want exactly 5", n)
+	}
+	if out := c.ok(t, bin, "get", "pods", "-n", "q5", "-o", "name"); len(strings.Fields(out)) != 5 {
+		t.Fatalf("pods stored: %q, want 5", out)
+	}
+	c.ok(t, bin, "delete", "pods", "--all", "-n", "q5", "--grace-period=0", "--force")
+	waitFor(t, 60*time.Second, "describe quota to show the freed pods", func() bool {
+		out, _, err := c.run(t, bin, "", "describe", "quota", "q", "-n", "q5")
+		return err == nil && regexp.MustCompile(`pods\s+0\s+5`).MatchString(out)
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 
+	"skiff/server/admission/policy"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/certs"
@@ -40,6 +41,7 @@ import (
 	"skiff/server/controller/nodelifecycle"
 	"skiff/server/controller/podgc"
 	"skiff/server/controller/replicaset"
+	"skiff/server/controller/resourcequota"
 	"skiff/server/controller/serviceaccount"
 	"skiff/server/controller/servicecidr"
 	"skiff/server/controller/servicelb"
@@ -176,6 +178,9 @@ func (l *loops) controllerList() []controller {
 		{"namespace-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return namespace.Run(ctx, namespace.Config{Client: client, Metadata: meta, Discovery: client.Discovery(), Logger: log})
 		}},
+		{"resourcequota-controller", func(ctx context.Context, f informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return resourcequota.Run(ctx, resourcequota.Config{Client: client, Informers: f, Metadata: meta, Discovery: client.Discovery(), Logger: log})
+		}},
 		{"clusterrole-aggregation-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return clusterroleaggregation.Run(ctx, clusterroleaggregation.Config{Client: client, Logger: log})
 		}},
@@ -192,6 +197,9 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"event-ttl-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return eventttl.Run(ctx, eventttl.Config{Client: client, Logger: log})
+		}},
+		{"validatingadmissionpolicy-status-controller", func(ctx context.Context, f informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return policy.RunStatus(ctx, policy.StatusConfig{Client: client, Informers: f, Logger: log})
 		}},
 		{"certificate-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			if l.caCert == nil {

@@ -5,7 +5,9 @@
 #
 #   run.sh up                    bridge netns conf-lan-<inst>; server netns conf-<inst> (172.31.<250+N>.10),
 #                                agent netns conf-<inst>-a (.11); skiff server + skiff agent; wait for two
-#                                Ready nodes; import $CONF_DIR/images/*.tar into both
+#                                Ready nodes; import $CONF_DIR/images/*.tar into both; registry.py serves
+#                                the same tarballs on the bridge (.1:5000) as the nodes' registry.k8s.io
+#                                mirror, for the tests that pull with imagePullPolicy Always
 #   run.sh e2e NAME FOCUS [SKIP] [PROCS] [TIMEOUT_MIN]
 #                                e2e.test (through ginkgo when PROCS>1) inside the server's namespace,
 #                                results in $CONF_DIR/results/NAME (junit_01.xml, e2e.log)
@@ -42,6 +44,8 @@ CG_A=/skiff-conformance-$INST-a
 NODE_S=conf-node-$INST
 NODE_A=conf-node-$INST-a
 KCFG=$ST/kubeconfig
+IP_R=$SUBNET.1
+HERE=$(cd "$(dirname "$0")" && pwd)
 LOG=$CONF_DIR/logs
 KUBECTL=${KUBECTL:-$( [ -x "$BIN/kubectl" ] && echo "$BIN/kubectl" || readlink -f "$(command -v kubectl)")}
 mkdir -p "$ST" "$LOG" "$CONF_DIR/results"
@@ -51,6 +55,7 @@ kc() { nsenter --net="/run/netns/$NS_S" "$KUBECTL" --kubeconfig "$KCFG" --reques
 ready_nodes() { kc get nodes --no-headers 2>/dev/null | awk '$2=="Ready"' | wc -l; }
 two_ready() { [ "$(ready_nodes)" -ge 2 ]; }
 server_ready() { kc get --raw /readyz; }
+registry_ready() { nsenter --net="/run/netns/$NS_S" curl -sf "http://$IP_R:5000/v2/"; }
 
 # host NS IP: a namespace on the bridge with its address and a default route through eth0.
 host() {
@@ -90,6 +95,13 @@ up() {
   ip -n "$LAN" link add br0 type bridge
   ip -n "$LAN" link set br0 up
   ip -n "$LAN" link set lo up
+  # The cluster has no way out: a read-only registry of the imported images stands in for
+  # registry.k8s.io, so that a pull the kubelet must really make (imagePullPolicy Always) can.
+  ip -n "$LAN" addr add "$IP_R/24" dev br0
+  setsid nsenter --net="/run/netns/$LAN" python3 "$HERE/registry.py" "$IP_R:5000" "$CONF_DIR/images" \
+    >> "$LOG/registry-$INST.log" 2>&1 < /dev/null &
+  echo $! > "$ST/registry.pgid"
+  printf 'mirrors:\n  registry.k8s.io:\n    endpoint: ["http://%s:5000"]\n' "$IP_R" > "$ST/registries.yaml"
   host "$NS_S" "$IP_S"
   host "$NS_A" "$IP_A"
   fresh "$DATA_S"; fresh "$DATA_A"
@@ -114,6 +126,7 @@ up() {
   import_images "$NS_S" "$DATA_S" & local i1=$!
   import_images "$NS_A" "$DATA_A" & local i2=$!
   wait "$i1" "$i2" # not a bare wait: the server and the agent are children too
+  wait_for 120 registry_ready || echo "registry mirror not serving at $IP_R:5000 (see $LOG/registry-$INST.log)"
   kc get nodes -o wide
 }
 
@@ -146,7 +159,7 @@ e2e() {
 down() {
   local f pg sig
   for sig in TERM KILL; do
-    for f in "$ST"/e2e-*.pgid "$ST/agent.pgid" "$ST/server.pgid"; do
+    for f in "$ST"/e2e-*.pgid "$ST/agent.pgid" "$ST/server.pgid" "$ST/registry.pgid"; do
       [ -f "$f" ] || continue
       pg=$(cat "$f")
       kill -"$sig" -- "-$pg" 2>/dev/null
