@@ -241,7 +241,7 @@ func (n *node) startNetwork(ctx context.Context, nodeIP net.IP) error {
 func (n *node) buildKubelet() error {
 	podCerts := podcertificate.New(podcertificate.Config{Client: n.client, NodeName: n.cfg.NodeName, Logger: n.log.With("component", "podcertificate")})
 	vols := volumes.New(volumes.Config{Root: n.cfg.dir("pods"), Client: n.client, NodeName: n.cfg.NodeName, ClusterDomain: n.cfg.ClusterDomain, Logger: n.log.With("component", "volumes"),
-		PodCertificates: podCerts})
+		PodCertificates: podCerts, Images: n.images})
 	var err error
 	n.kubelet, err = kubelet.New(kubelet.Config{
 		NodeName: n.cfg.NodeName, Client: n.client, Runtime: n.runtime, Network: n.podNetwork(), Images: n.images,
@@ -389,6 +389,11 @@ func (a volumeAdapter) WritePodFiles(pod *corev1.Pod, podIP string, dns kubelet.
 }
 
 func (a volumeAdapter) Teardown(ctx context.Context, uid string) error { return a.m.Teardown(ctx, uid) }
+
+// MountImage mounts an image volume (kubelet.ImageVolumeMounter).
+func (a volumeAdapter) MountImage(ctx context.Context, pod *corev1.Pod, volume, ref string) (string, error) {
+	return a.m.MountImage(ctx, pod, volume, ref)
+}
 
 func (a volumeAdapter) PodUIDsOnDisk() ([]string, error) { return a.m.PodUIDsOnDisk() }
 

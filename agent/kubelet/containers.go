@@ -17,6 +17,7 @@ import (
 	"skiff/agent/probe"
 	"skiff/agent/volumes"
 	"skiff/runtime/containers"
+	"skiff/runtime/images"
 	"skiff/runtime/podnet"
 )
 
@@ -168,7 +169,13 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *core
 	fail := func(reason, msg string) {
 		w.setField(func() { w.waiting[c.Name] = waitState{reason: reason, message: msg} })
 	}
-	img, err := w.ensureImage(ctx, pod, c)
+	// Image volumes first, as upstream pulls them before the container's
+	// own image (imagevolumes.go).
+	err := w.ensureImageVolumes(ctx, pod, c)
+	var img images.Image
+	if err == nil {
+		img, err = w.ensureImage(ctx, pod, c)
+	}
 	if err != nil {
 		var pe *pullError
 		if errors.As(err, &pe) {

@@ -24,10 +24,15 @@ const (
 
 // pullPolicy is the container's policy, defaulted as the API server does.
 func pullPolicy(c *corev1.Container) corev1.PullPolicy {
-	if c.ImagePullPolicy != "" {
-		return c.ImagePullPolicy
+	return defaultPullPolicy(c.ImagePullPolicy, c.Image)
+}
+
+// defaultPullPolicy is policy, or when empty the API server's default for
+// ref: Always for :latest or no tag, else IfNotPresent.
+func defaultPullPolicy(policy corev1.PullPolicy, ref string) corev1.PullPolicy {
+	if policy != "" {
+		return policy
 	}
-	ref := c.Image
 	if i := strings.LastIndex(ref, "@"); i >= 0 {
 		return corev1.PullIfNotPresent
 	}
@@ -51,30 +56,36 @@ func (e *pullError) Unwrap() error { return e.err }
 // ensureImage makes the container's image present, honouring the pull
 // policy and the pull back-off; the error is a *pullError.
 func (w *podWorker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (images.Image, error) {
-	k := w.k
 	if c.Image == "" {
 		return images.Image{}, &pullError{reason: reasonInvalidImageName, message: "container has no image"}
 	}
-	key := "pull/" + string(pod.UID) + "/" + c.Name
+	return w.pullImage(ctx, pod, "pull/"+string(pod.UID)+"/"+c.Name, c.Image, pullPolicy(c))
+}
+
+// pullImage makes image ref present as policy asks, with the pull back-off
+// of key and upstream's events; the error is a *pullError. Container
+// images and image volumes (imagevolumes.go) share it, as upstream's
+// image puller.
+func (w *podWorker) pullImage(ctx context.Context, pod *corev1.Pod, key, ref string, policy corev1.PullPolicy) (images.Image, error) {
+	k := w.k
 	if last, ok := k.backoff.lastUpdate(key); ok {
 		if in, _, remaining := k.backoff.inBackoffSince(key, last); in {
-			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+			msg := fmt.Sprintf("Back-off pulling image %q", ref)
 			k.event(pod, corev1.EventTypeNormal, "BackOff", "%s", msg)
 			w.wakeIn(remaining)
 			return images.Image{}, &pullError{reason: reasonImagePullBackOff, message: msg}
 		}
 	}
-	policy := pullPolicy(c)
 	creds := k.pullCredentials(ctx, pod)
-	img, err := k.cfg.Images.Ensure(ctx, c.Image, policy, creds)
+	img, err := k.cfg.Images.Ensure(ctx, ref, policy, creds)
 	if err != nil {
 		if errors.Is(err, images.ErrNotPresent) && policy == corev1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", ref)
 			k.event(pod, corev1.EventTypeWarning, reasonErrImageNeverPull, "%s", msg)
 			return images.Image{}, &pullError{reason: reasonErrImageNeverPull, message: msg, err: err}
 		}
 		k.backoff.next(key)
-		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		msg := fmt.Sprintf("Failed to pull image %q: %v", ref, err)
 		k.event(pod, corev1.EventTypeWarning, "Failed", "%s", msg)
 		k.event(pod, corev1.EventTypeWarning, "Failed", "Error: %s", reasonErrImagePull)
 		w.wakeIn(backoffInitial)
@@ -82,9 +93,9 @@ func (w *podWorker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.
 	}
 	k.backoff.forget(key)
 	if policy == corev1.PullAlways {
-		k.event(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q", c.Image)
+		k.event(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q", ref)
 	} else {
-		k.event(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		k.event(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", ref)
 	}
 	return img, nil
 }

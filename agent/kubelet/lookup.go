@@ -94,7 +94,8 @@ func (k *Kubelet) RunningPods() int {
 }
 
 // ImagesInUse are the image IDs of every container the kubelet keeps
-// (running or kept for logs), for image garbage collection.
+// (running or kept for logs) and of mounted image volumes, for image
+// garbage collection.
 func (k *Kubelet) ImagesInUse() map[string]bool {
 	out := map[string]bool{}
 	for _, w := range k.allWorkers() {
@@ -105,6 +106,9 @@ func (k *Kubelet) ImagesInUse() map[string]bool {
 					out[r.status.ImageID] = true
 				}
 			}
+		}
+		for _, id := range w.imageVolumeIDs {
+			out[id] = true
 		}
 		w.mu.Unlock()
 	}

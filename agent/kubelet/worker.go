@@ -79,6 +79,9 @@ type podWorker struct {
 	runtimeName string
 	handlerOK   bool
 	resize      resizeState // resize.go
+	// imageVolumeIDs are the image IDs of the mounted image volumes, by
+	// volume name, kept from image GC (imagevolumes.go).
+	imageVolumeIDs map[string]string
 }
 
 func newPodWorker(k *Kubelet, pod *corev1.Pod, static bool, adopted []*ctrRecord) *podWorker {

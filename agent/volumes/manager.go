@@ -1,7 +1,8 @@
 // Package volumes makes a pod's volumes on the node as the kubelet does:
 // emptyDir (tmpfs for medium Memory), hostPath with type checks, configMap,
 // secret, downwardAPI and projected volumes (service-account tokens
-// included) written atomically (secret and projected ones on a tmpfs), persistentVolumeClaims on local paths; the
+// included) written atomically (secret and projected ones on a tmpfs), persistentVolumeClaims on local paths,
+// image volumes as read-only views of an image's root filesystem; the
 // containers' bind mounts with subPath; and the pod's /etc/hosts,
 // /etc/hostname and /etc/resolv.conf.
 package volumes
@@ -63,6 +64,9 @@ type Config struct {
 	// PodCertificates issues podCertificate projections (none when nil:
 	// pods using them do not start).
 	PodCertificates PodCertificates
+	// Images mounts image volumes (none when nil: MountImage fails with
+	// ErrUnsupported and such pods do not start).
+	Images ImageViews
 }
 
 // Manager sets up and tears down pod volumes. It is safe for concurrent use.
@@ -141,6 +145,14 @@ func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod) (Volumes, error) {
 		v := &pod.Spec.Volumes[i]
 		if err := ctx.Err(); err != nil {
 			return vols, err
+		}
+		if v.Image != nil {
+			// Mounted by MountImage once the kubelet has pulled the
+			// image (image.go); listed here only when mounted.
+			if path, ok := m.mountedImage(uid, v.Name); ok {
+				vols[v.Name] = path
+			}
+			continue
 		}
 		path, err := m.setupVolume(ctx, pod, v, bundles)
 		if err != nil {
@@ -226,7 +238,8 @@ func mode(m *int32) os.FileMode {
 
 // readOnlyVolume reports whether the named volume is always mounted
 // read-only: configMap, secret, downwardAPI and projected volumes (as the
-// kubelet does), and persistentVolumeClaim sources marked readOnly.
+// kubelet does), image volumes, and persistentVolumeClaim sources marked
+// readOnly.
 func readOnlyVolume(pod *corev1.Pod, name string) bool {
 	for _, v := range pod.Spec.Volumes {
 		if v.Name != name {
@@ -234,7 +247,7 @@ func readOnlyVolume(pod *corev1.Pod, name string) bool {
 		}
 		s := v.VolumeSource
 		switch {
-		case s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.Projected != nil:
+		case s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.Projected != nil, s.Image != nil:
 			return true
 		case s.PersistentVolumeClaim != nil:
 			return s.PersistentVolumeClaim.ReadOnly
@@ -243,8 +256,9 @@ func readOnlyVolume(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-// Teardown unmounts every tmpfs under the pod's directory and removes it,
-// and forgets the pod's tokens. It is idempotent.
+// Teardown removes the views of the pod's image volumes, unmounts every
+// tmpfs under the pod's directory and removes it, and forgets the pod's
+// tokens. It is idempotent.
 func (m *Manager) Teardown(ctx context.Context, podUID string) error {
 	if podUID == "" || strings.ContainsAny(podUID, "/") || podUID == "." || podUID == ".." {
 		return fmt.Errorf("invalid pod UID %q", podUID)
@@ -254,6 +268,9 @@ func (m *Manager) Teardown(ctx context.Context, podUID string) error {
 		return err
 	}
 	dir := m.PodDir(podUID)
+	if err := m.removeImageViews(ctx, podUID); err != nil {
+		return fmt.Errorf("teardown pod %s: %w", podUID, err)
+	}
 	if err := unmountAll(dir); err != nil {
 		return fmt.Errorf("teardown pod %s: %w", podUID, err)
 	}

@@ -15,8 +15,9 @@ import (
 
 // Mounts returns container c's bind mounts: each volumeMount (subPath
 // resolved inside its volume and created as a directory when missing;
-// readOnly from the mount, and always for configMap, secret, downwardAPI
-// and projected volumes), then /etc/hosts, /etc/hostname and
+// readOnly from the mount, and always for configMap, secret, downwardAPI,
+// projected and image volumes; an image volume's subPath must be an
+// existing directory), then /etc/hosts, /etc/hostname and
 // /etc/resolv.conf from WritePodFiles unless the container mounts
 // something there itself (each only once written; read-only with a
 // read-only root filesystem). A subPathExpr needs the container's
@@ -43,8 +44,12 @@ func (m *Manager) MountsWithEnv(pod *corev1.Pod, c *corev1.Container, vols Volum
 			}
 		}
 		if sub != "" {
+			resolve := subPath
+			if v := podVolume(pod, vm.Name); v != nil && v.Image != nil {
+				resolve = imageSubPath
+			}
 			var err error
-			if host, err = subPath(host, sub); err != nil {
+			if host, err = resolve(host, sub); err != nil {
 				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
 			}
 		}

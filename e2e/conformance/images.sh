@@ -230,6 +230,12 @@ for v in kitten:1.8 nautilus:1.8; do
   # what upstream's image serves (the Update Demo tests read data.json through pods/proxy)
   cp "$KDIR/test/images/${v%%:*}/html/"* "$W/$n/var/www/"
   chmod 0644 "$W/$n/var/www/"*
+  # upstream's image is agnhost's (Alpine) with data.json and the picture at
+  # / (its Dockerfile's COPY): the ImageVolume test reads both from the
+  # image's root, and the os-release of upstream's Alpine base
+  cp "$KDIR/test/images/${v%%:*}/html/"* "$W/$n/"
+  chmod 0644 "$W/$n/"*.json "$W/$n/"*.jpg 2>/dev/null || true
+  printf 'NAME="Alpine Linux"\nID=alpine\nPRETTY_NAME="Alpine Linux (skiff conformance substitute: busybox httpd with upstream %s files)"\n' "${v%%:*}" > "$W/$n/etc/os-release"
   python3 "$HERE/mkimage.py" "$OUT/$n.tar" "$W/$n" --tag "$E2E/$v" --port 80 \
     --entrypoint '["/bin/httpd","-f","-p","80","-h","/var/www"]'
 done
