@@ -26,13 +26,25 @@ func TestHelm_CertManagerChart_InstallUpgradeRollbackUninstall(t *testing.T) {
 		out, _, err := c.run(t, bin, "", "api-resources", "--api-group=cert-manager.io")
 		return err == nil && strings.Contains(out, "issuers")
 	})
-	c.okIn(t, bin, "apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata: {name: selfsigned, namespace: default}\nspec: {selfSigned: {}}\n", "apply", "-f", "-")
-	mustContain(t, "get issuers", c.ok(t, bin, "get", "issuers"), "READY", "selfsigned")
-	_, errOut, err := c.run(t, bin, "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: bad, namespace: default}\nspec: {secretName: 5}\n", "create", "--validate=false", "-f", "-")
+	issuer := "apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata: {name: selfsigned, namespace: default}\nspec: {selfSigned: {}}\n"
+	// The chart's webhooks (failurePolicy Fail) are called, and their pod
+	// cannot run here: as on a real cluster whose cert-manager webhook is
+	// down, a new Issuer is refused naming the webhook.
+	_, errOut, err := c.run(t, bin, issuer, "apply", "-f", "-")
+	if err == nil {
+		t.Fatal("an Issuer was admitted although cert-manager's webhook (failurePolicy Fail) cannot be reached")
+	}
+	mustContain(t, "webhook down", errOut, `failed calling webhook "webhook.cert-manager.io"`)
+	// The schema is checked before the validating webhooks, as upstream.
+	_, errOut, err = c.run(t, bin, "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: bad, namespace: default}\nspec: {secretName: 5}\n", "create", "--validate=false", "-f", "-")
 	if err == nil {
 		t.Fatal("a Certificate without issuerRef and with a numeric secretName was accepted")
 	}
 	mustContain(t, "schema refusal", errOut, "spec.secretName")
+	c.ok(t, bin, "delete", "validatingwebhookconfiguration", "cm-cert-manager-webhook")
+	c.ok(t, bin, "delete", "mutatingwebhookconfiguration", "cm-cert-manager-webhook")
+	c.okIn(t, bin, issuer, "apply", "-f", "-")
+	mustContain(t, "get issuers", c.ok(t, bin, "get", "issuers"), "READY", "selfsigned")
 	mustContain(t, "deployments", c.ok(t, bin, "get", "deploy", "-n", "cert-manager"), "cm-cert-manager-webhook")
 
 	helm(t, "upgrade", "cm", chart, kc, "--namespace", "cert-manager", "--set", "crds.enabled=true", "--set", "startupapicheck.enabled=false", "--set", "replicaCount=2")

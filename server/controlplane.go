@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 
+	"skiff/server/admission/policy"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/certs"
@@ -196,6 +197,9 @@ func (l *loops) controllerList() []controller {
 		}},
 		{"event-ttl-controller", func(ctx context.Context, _ informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
 			return eventttl.Run(ctx, eventttl.Config{Client: client, Logger: log})
+		}},
+		{"validatingadmissionpolicy-status-controller", func(ctx context.Context, f informers.SharedInformerFactory, _ record.EventRecorder, log *slog.Logger) error {
+			return policy.RunStatus(ctx, policy.StatusConfig{Client: client, Informers: f, Logger: log})
 		}},
 		{"certificate-controller", func(ctx context.Context, f informers.SharedInformerFactory, rec record.EventRecorder, log *slog.Logger) error {
 			if l.caCert == nil {

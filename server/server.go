@@ -28,6 +28,9 @@ import (
 	"skiff/server/admission"
 	"skiff/server/admission/limitrange"
 	"skiff/server/admission/podsecurity"
+	"skiff/server/admission/policy"
+	"skiff/server/admission/resourcequota"
+	admissionwebhook "skiff/server/admission/webhook"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/auth/node"
@@ -37,6 +40,7 @@ import (
 	"skiff/server/defaults"
 	"skiff/server/flowcontrol"
 	"skiff/server/join"
+	"skiff/server/quota"
 	"skiff/server/registry"
 	"skiff/server/storage"
 	"skiff/server/validation"
@@ -144,6 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rows := registry.Builtin(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})
 	rows = append(rows, extensionRows(func() *registry.Registry { return reg })...) // crds.go
 	rows = append(rows, registry.APIRegistration(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
+	rows = append(rows, registry.Policies(registry.Hooks{Default: defaults.Apply, Validate: validation.Validate, ValidateUpdate: validation.ValidateUpdate, ValidateSubresource: validation.ValidateSubresource})...)
 	if reg, err = registry.New(rows...); err != nil {
 		return err
 	}
@@ -192,6 +197,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// API Priority and Fairness: serves the mandatory configuration until
 	// its loop (started below) has read the real one.
+	// One client for admission and conversion webhooks: its transports
+	// (and TLS sessions) are shared.
+	webhookClient := webhook.New(webhook.Config{Resolver: lookups, Logger: log.With("component", "webhook")})
+	webhookAdmission := admissionwebhook.Config{Client: webhookClient, Source: webhookLookups{lookups}, Namespaces: webhookLookups{lookups},
+		Resources: reg, Logger: log.With("component", "admission-webhook")} // lookups_webhooks.go
 	oapi := newLazyOpenAPI(reg, cfg.Version.GitVersion)
 	apf := flowcontrol.New(flowcontrol.Config{Metrics: metricsReg, Logger: log.With("component", "flowcontrol")})
 	api, err := apiserver.New(apiserver.Config{
@@ -225,10 +235,21 @@ func Run(ctx context.Context, cfg Config) error {
 			admission.DefaultTolerations{Seconds: cfg.DefaultTolerationSeconds},
 			admission.RuntimeClass{Get: lookups},
 			limitrange.Plugin{LimitRanges: lookups},
+			// Upstream's order: the mutating built-ins above, then the
+			// mutating webhooks (which see a Service before its addresses
+			// are allocated), the validating built-ins, the validating
+			// policies and webhooks, and ResourceQuota last (it charges
+			// only what everything else let through).
+			admissionwebhook.NewMutating(webhookAdmission),
 			allocator,
 			admission.RBACEscalation{Authorizer: authz},
 			admission.Certificates{Authorizer: authz, Get: lookups}, // signers' attest and sign; kubelets' PodCertificateRequests
 			podSecurity,
+			policy.New(lookups), // ValidatingAdmissionPolicies (lookups_policies.go)
+			admissionwebhook.NewValidating(webhookAdmission), // after the policies, as upstream's ValidatingAdmissionWebhook
+			// ResourceQuota last of the built-ins, as upstream: it charges
+			// what every plugin before it let through.
+			&resourcequota.Plugin{Quotas: quotaAccess{lookups}, Evaluators: quota.NewRegistry(nil)}, // lookups_quota.go
 		},
 		Version: cfg.Version,
 		Logger:  log.With("component", "apiserver"),
@@ -278,7 +299,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { cancel(); waitAgg() }()
 	waitCRDs, err := startCRDs(ctx, crdConfig{reg: reg, objects: objects, api: api, system: system,
 		changed:  []func([]*apiextensionsv1.CustomResourceDefinition){func([]*apiextensionsv1.CustomResourceDefinition) { agg.Notify() }},
-		webhooks: webhook.New(webhook.Config{Resolver: lookups, Logger: log.With("component", "webhook")}),
+		webhooks: webhookClient,
 		openapi:  oapi.Published(), log: log.With("component", "crd")})
 	if err != nil {
 		ln.Close()

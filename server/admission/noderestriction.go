@@ -30,8 +30,8 @@ type NodeRestriction struct{}
 // Admit implements apiserver.Admitter.
 func (NodeRestriction) Admit(ctx context.Context, a apiserver.AdmissionAttributes) error {
 	me, ok := node.NodeName(a.User)
-	if !ok || a.Resource == nil {
-		return nil
+	if !ok || a.Resource == nil || a.Op == apiserver.OpConnect {
+		return nil // upstream's NodeRestriction does not handle CONNECT
 	}
 	var err error
 	switch a.Resource.Group + "/" + a.Resource.Name {

@@ -102,7 +102,7 @@ func (s *Server) deleteObject(ctx context.Context, q *request, namespace, name s
 		if err := checkPreconditions(q, acc, opts.Preconditions); err != nil {
 			return nil, false, err
 		}
-		if err := s.admit(ctx, q, OpDelete, nil, cur.Obj, dry); err != nil {
+		if err := s.admit(ctx, q, OpDelete, nil, cur.Obj, dry, phaseAll); err != nil {
 			return nil, false, err
 		}
 		obj := cur.Obj.DeepCopyObject()

@@ -118,6 +118,10 @@ func (s *Server) proxyToKubelet(q *request) {
 		writeError(q.w, q.r, err)
 		return
 	}
+	if err := s.admitConnect(ctx, q); err != nil { // connect.go
+		writeError(q.w, q.r, err)
+		return
+	}
 	e, err := s.st.Get(ctx, q.res, q.info.Namespace, q.info.Name)
 	if err != nil {
 		writeError(q.w, q.r, err)

@@ -128,7 +128,7 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 	}
 	obj = s.trackUpdate(q, old, obj)
 	acc, _ = meta.Accessor(obj)
-	if err := s.admit(ctx, q, OpUpdate, obj, old, dry); err != nil {
+	if err := s.admit(ctx, q, OpUpdate, obj, old, dry, phaseMutating); err != nil {
 		s.release(ctx, q, obj, old)
 		return nil, err
 	}
@@ -137,6 +137,10 @@ func (s *Server) writeUpdate(ctx context.Context, q *request, obj runtime.Object
 			s.release(ctx, q, obj, old)
 			return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), acc.GetName(), errs)
 		}
+	}
+	if err := s.admit(ctx, q, OpUpdate, obj, old, dry, phaseValidating); err != nil {
+		s.release(ctx, q, obj, old)
+		return nil, err
 	}
 	if sameObject(obj, old) {
 		return cur, nil

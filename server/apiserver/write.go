@@ -27,6 +27,9 @@ const (
 	OpCreate Operation = "CREATE"
 	OpUpdate Operation = "UPDATE"
 	OpDelete Operation = "DELETE"
+	// OpConnect is a pods/exec, attach or portforward request: Object is
+	// its options (PodExecOptions, ...), Name and Namespace the pod's.
+	OpConnect Operation = "CONNECT"
 )
 
 // Admitter is one admission plugin: it may change the object (mutating) or
@@ -54,6 +57,9 @@ type AdmissionAttributes struct {
 	Old         runtime.Object
 	User        *auth.User
 	DryRun      bool
+	// Name and Namespace are set for OpConnect, whose object is not the
+	// one named; other operations take them from the object.
+	Name, Namespace string
 }
 
 func dryRun(r *http.Request) (bool, error) {
@@ -119,7 +125,7 @@ func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Objec
 	stampCSRRequester(ctx, obj)
 	obj = s.trackUpdate(q, q.res.New(), obj)
 	acc, _ = meta.Accessor(obj)
-	if err := s.admit(ctx, q, OpCreate, obj, nil, dry); err != nil {
+	if err := s.admit(ctx, q, OpCreate, obj, nil, dry, phaseMutating); err != nil {
 		s.release(ctx, q, obj, nil)
 		return nil, err
 	}
@@ -129,6 +135,10 @@ func (s *Server) createObject(ctx context.Context, q *request, obj runtime.Objec
 			s.release(ctx, q, obj, nil)
 			return nil, apierrors.NewInvalid(q.res.GVK().GroupKind(), acc.GetName(), errs)
 		}
+	}
+	if err := s.admit(ctx, q, OpCreate, obj, nil, dry, phaseValidating); err != nil {
+		s.release(ctx, q, obj, nil)
+		return nil, err
 	}
 	if dry {
 		s.release(ctx, q, obj, nil)
@@ -221,10 +231,31 @@ func setQOS(obj runtime.Object) {
 	}
 }
 
-func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool) error {
+// ValidatingAdmitter marks the plugins of upstream's validating phase
+// (policies, validating webhooks, Pod Security, ResourceQuota): they run
+// after the object is validated, so an invalid object gets its 422 before
+// any of them is asked (or charges quota).
+type ValidatingAdmitter interface {
+	Admitter
+	ValidatingPhase()
+}
+
+// admission phases
+const (
+	phaseMutating = iota
+	phaseValidating
+	phaseAll
+)
+
+// admit runs the admission plugins of one phase, in their order.
+func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool, phase int) error {
 	ctx = withWarner(ctx, q.w) // warnings.go
 	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry}
 	for _, p := range s.cfg.Admission {
+		_, validating := p.(ValidatingAdmitter)
+		if (phase == phaseMutating && validating) || (phase == phaseValidating && !validating) {
+			continue
+		}
 		if err := p.Admit(ctx, a); err != nil {
 			return err
 		}

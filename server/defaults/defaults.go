@@ -30,7 +30,7 @@ func Apply(obj runtime.Object) {
 		return
 	}
 	// Groups added beside the original switch, one file each.
-	if applyFlowcontrol(obj) || applyExtra(obj) || applyNetExtra(obj) || applyCertExtra(obj) || applyAPIRegistration(obj) || applyAPIExtensions(obj) {
+	if applyFlowcontrol(obj) || applyExtra(obj) || applyNetExtra(obj) || applyCertExtra(obj) || applyAPIRegistration(obj) || applyAPIExtensions(obj) || applyPolicies(obj) || applyWebhookConfigs(obj) {
 		return
 	}
 	applyOtherGroups(obj)

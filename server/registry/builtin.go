@@ -122,7 +122,7 @@ func Builtin(h Hooks) []*Resource {
 		row[nodev1.RuntimeClass, nodev1.RuntimeClassList]("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", clusterScope),
 		// certificates.k8s.io/v1
 		with(row[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList]("certificates.k8s.io", "v1", "certificatesigningrequests", "certificatesigningrequest", "CertificateSigningRequest", clusterScope, "csr"), statusOnly, fields(csrFields)),
-		// admissionregistration.k8s.io/v1 (stored; webhooks are not called)
+		// admissionregistration.k8s.io/v1 (webhooks called by server/admission/webhook)
 		row[admissionregistrationv1.MutatingWebhookConfiguration, admissionregistrationv1.MutatingWebhookConfigurationList]("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", clusterScope),
 		row[admissionregistrationv1.ValidatingWebhookConfiguration, admissionregistrationv1.ValidatingWebhookConfigurationList]("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", clusterScope),
 		// Review resources: create-only, never stored.

@@ -288,3 +288,7 @@ func significantPodUpdate(pod, old *corev1.Pod) bool {
 	}
 	return false
 }
+
+// ValidatingPhase: Pod Security runs after the object is validated, as
+// upstream's validating plugin does (an invalid pod gets its 422 first).
+func (*Plugin) ValidatingPhase() {}

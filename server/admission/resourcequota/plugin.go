@@ -261,3 +261,6 @@ func (p *Plugin) unref(ns string, l *nsLock) {
 		delete(p.locks, ns)
 	}
 }
+
+// ValidatingPhase: quota is charged only for valid objects, last.
+func (*Plugin) ValidatingPhase() {}
