@@ -15,8 +15,24 @@ import (
 // concurrent creates never overshoot a quota.
 type quotaAccess struct{ l *objectLookups }
 
-func (a quotaAccess) List(_ context.Context, namespace string) ([]*corev1.ResourceQuota, error) {
-	return list[corev1.ResourceQuota](a.l, "", "resourcequotas", namespace)
+func (a quotaAccess) List(ctx context.Context, namespace string) ([]*corev1.ResourceQuota, error) {
+	qs, err := list[corev1.ResourceQuota](a.l, "", "resourcequotas", namespace)
+	if err != nil {
+		return nil, err
+	}
+	// A quota whose status the controller has not yet written is not
+	// enforced; the cache may simply lag behind that write (the client saw
+	// the status a moment ago), so such a list is read again once the
+	// cache has caught up with the store.
+	for _, q := range qs {
+		if len(q.Status.Hard) == 0 && len(q.Spec.Hard) > 0 {
+			if err := a.l.st.Cache().WaitCurrent(ctx); err != nil {
+				return nil, err
+			}
+			return list[corev1.ResourceQuota](a.l, "", "resourcequotas", namespace)
+		}
+	}
+	return qs, nil
 }
 
 func (a quotaAccess) UpdateStatus(ctx context.Context, q *corev1.ResourceQuota, expectedResourceVersion string) (*corev1.ResourceQuota, error) {
