@@ -136,3 +136,30 @@ func TestResourceQuota_RefusesOverQuota_ConcurrentCreatesNeverOvershoot(t *testi
 		return err == nil && regexp.MustCompile(`pods\s+0\s+5`).MatchString(out)
 	})
 }
+
+// TestResourceQuota_ComputeRequests_SecondPodOverRemainingRefused: a
+// quota on requests counts each admitted pod, so a pod over what remains
+// is refused (the conformance "capture the life of a pod" steps).
+func TestResourceQuota_ComputeRequests_SecondPodOverRemainingRefused(t *testing.T) {
+	c := startCluster(t)
+	bin := kubectlVersions(t)["1.33"]
+	c.ok(t, bin, "create", "namespace", "qc")
+	c.ok(t, bin, "create", "quota", "q", "-n", "qc", "--hard=cpu=1,memory=500Mi,pods=5")
+	waitFor(t, 30*time.Second, "the quota's status", func() bool {
+		out, _, err := c.run(t, bin, "", "get", "quota", "q", "-n", "qc", "-o", "jsonpath={.status.hard.cpu}")
+		return err == nil && strings.TrimSpace(out) == "1"
+	})
+	pod := func(name, cpu string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec:\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: " + cpu + ", memory: 100Mi}, limits: {cpu: " + cpu + ", memory: 100Mi}}}]\n"
+	}
+	c.okIn(t, bin, pod("fits", "500m"), "create", "-n", "qc", "-f", "-")
+	waitFor(t, 30*time.Second, "usage to show the pod", func() bool {
+		out, _, err := c.run(t, bin, "", "get", "quota", "q", "-n", "qc", "-o", "jsonpath={.status.used.cpu}")
+		return err == nil && strings.TrimSpace(out) == "500m"
+	})
+	_, errOut, err := c.run(t, bin, pod("over", "600m"), "create", "-n", "qc", "-f", "-")
+	if err == nil {
+		t.Fatal("a pod over the remaining cpu quota was admitted")
+	}
+	mustContain(t, "over quota", errOut, "exceeded quota: q", "requested: cpu=600m", "used: cpu=500m", "limited: cpu=1")
+}

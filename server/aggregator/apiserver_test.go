@@ -158,7 +158,16 @@ func TestAggregator_RemoteAPIService_ProxiedWithIdentityAndFrontProxyCert(t *tes
 		t.Errorf("condition = %+v", c)
 	}
 	alice := &auth.User{Name: "alice", Groups: []string{"dev", auth.GroupAuthenticated}, Extra: map[string][]string{"team": {"blue"}}}
-	code, body := e.get(t, alice, "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders", "application/json")
+	// The proxy follows the APIService through the aggregator's informer,
+	// which may see the Available status a moment after the API does.
+	var code int
+	var body []byte
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, body = e.get(t, alice, "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders", "application/json")
+		if code != http.StatusServiceUnavailable || time.Now().After(end) {
+			break
+		}
+	}
 	if code != http.StatusOK {
 		t.Fatalf("list flunders: %d %s", code, body)
 	}
