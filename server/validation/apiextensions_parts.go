@@ -1,7 +1,6 @@
 package validation
 
 import (
-	"bufio"
 	"fmt"
 	"net/url"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/jsonpath"
+
+	"skiff/server/cel"
 )
 
 // The parts of a CRD version beside its schema: subresources, printer
@@ -119,7 +120,7 @@ func validateSelectableFields(fields []apiextensionsv1.SelectableField, s *apiex
 			errs = append(errs, field.Required(p, ""))
 			continue
 		}
-		path, found, err := schemaFieldPath(f.JSONPath, s, false)
+		path, found, err := cel.ValidFieldPath(f.JSONPath, s, false)
 		if err != nil {
 			errs = append(errs, field.Invalid(p, f.JSONPath, fmt.Sprintf("is an invalid path: %v", err)))
 			continue
@@ -139,129 +140,6 @@ func validateSelectableFields(fields []apiextensionsv1.SelectableField, s *apiex
 		errs = append(errs, field.TooMany(fldPath, len(seen), maxSelectableFields))
 	}
 	return errs
-}
-
-// schemaFieldPath follows a JSON path (.a.b, .a['b'], the latter only when
-// arrays is true) through the properties and additionalProperties of s, as
-// upstream's cel.ValidFieldPath does, returning the path and the schema it
-// ends at.
-func schemaFieldPath(jsonPath string, s *apiextensionsv1.JSONSchemaProps, arrays bool) (*field.Path, *apiextensionsv1.JSONSchemaProps, error) {
-	var path *field.Path
-	step := func(name string) error {
-		if s == nil {
-			return fmt.Errorf("does not refer to a valid field")
-		}
-		switch {
-		case s.Properties != nil:
-			child, ok := s.Properties[name]
-			if !ok {
-				return fmt.Errorf("does not refer to a valid field")
-			}
-			path, s = path.Child(name), &child
-		case s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil:
-			path, s = path.Key(name), s.AdditionalProperties.Schema
-		default:
-			return fmt.Errorf("does not refer to a valid field")
-		}
-		return nil
-	}
-	sc := bufio.NewScanner(strings.NewReader(jsonPath))
-	sc.Split(splitJSONPath)
-	for sc.Scan() {
-		switch tok := sc.Text(); tok {
-		case "[":
-			if !arrays {
-				return nil, nil, fmt.Errorf("array notation is not allowed")
-			}
-			if !sc.Scan() {
-				return nil, nil, fmt.Errorf("unexpected end of JSON path")
-			}
-			tok = sc.Text()
-			if len(tok) < 2 || tok[0] != '\'' || tok[len(tok)-1] != '\'' {
-				return nil, nil, fmt.Errorf("expected single quoted string but got %s", tok)
-			}
-			name, err := unescapeSingleQuote(tok[1 : len(tok)-1])
-			if err != nil {
-				return nil, nil, fmt.Errorf("invalid string literal: %w", err)
-			}
-			if err := step(name); err != nil {
-				return nil, nil, err
-			}
-			if !sc.Scan() {
-				return nil, nil, fmt.Errorf("unexpected end of JSON path")
-			}
-			if tok = sc.Text(); tok != "]" {
-				return nil, nil, fmt.Errorf("expected ] but got %s", tok)
-			}
-		case ".":
-			if !sc.Scan() {
-				return nil, nil, fmt.Errorf("unexpected end of JSON path")
-			}
-			if err := step(sc.Text()); err != nil {
-				return nil, nil, err
-			}
-		default:
-			return nil, nil, fmt.Errorf("expected [ or . but got: %s", tok)
-		}
-	}
-	return path, s, nil
-}
-
-// splitJSONPath returns '.', '[' and ']' as tokens of their own, a single
-// quoted string whole, and the text between delimiters.
-func splitJSONPath(data []byte, atEOF bool) (int, []byte, error) {
-	if len(data) == 0 {
-		return 0, nil, nil
-	}
-	for i := 0; i < len(data); i++ {
-		if data[0] == '\'' {
-			if i > 0 && data[i] == '\'' && data[i-1] != '\\' {
-				return i + 1, data[:i+1], nil
-			}
-			continue
-		}
-		switch data[i] {
-		case '.', '[', ']':
-			if i == 0 {
-				return 1, data[:1], nil
-			}
-			return i, data[:i], nil
-		}
-	}
-	if atEOF {
-		return len(data), data, nil
-	}
-	return 0, nil, nil
-}
-
-// unescapeSingleQuote undoes the escapes CEL allows in a single-quoted
-// string literal that matter in a field name.
-func unescapeSingleQuote(s string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		if i >= len(s) {
-			return "", fmt.Errorf("unterminated escape sequence")
-		}
-		switch s[i] {
-		case '\\', '\'', '"', '?', '`':
-			b.WriteByte(s[i])
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		default:
-			return "", fmt.Errorf("unknown escape sequence \\%c", s[i])
-		}
-	}
-	return b.String(), nil
 }
 
 // validateCRDConversion: strategy None or Webhook; a webhook has exactly one

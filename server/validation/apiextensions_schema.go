@@ -116,7 +116,7 @@ func checkValidationRules(s *apiextensionsv1.JSONSchemaProps, fldPath *field.Pat
 			errs = append(errs, field.Invalid(fp, r.FieldPath, "must not contain line breaks"))
 		}
 		if r.FieldPath != "" {
-			if _, _, err := schemaFieldPath(r.FieldPath, s, true); err != nil {
+			if _, _, err := cel.ValidFieldPath(r.FieldPath, s, true); err != nil {
 				errs = append(errs, field.Invalid(fp, r.FieldPath, "must be a valid path"))
 			}
 		}
