@@ -20,7 +20,7 @@ DEB_PACKAGES := gcc libc6-dev git ca-certificates runc containerd busybox-static
 DATA_DIR ?= /var/lib/skiff
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps run test bench bench-kine bench-api bench-crd conformance lint clean
+.PHONY: all build deps run test bench bench-kine bench-api bench-crd bench-admission conformance lint clean
 
 all: build
 
@@ -66,12 +66,17 @@ bench: deps
 	$(MAKE) bench-kine
 
 ## bench-api: the API server under client-go load (e2e/bench/run.sh)
+## (bench-api, bench-crd, bench-admission: BENCH_ARGS="flags" replaces the load client's defaults)
 bench-api: build
-	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/run.sh
+	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/run.sh $(BENCH_ARGS)
 
 ## bench-crd: custom resources against ConfigMaps (e2e/bench/crd.sh)
 bench-crd: build
-	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/crd.sh
+	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/crd.sh $(BENCH_ARGS)
+
+## bench-admission: ConfigMap creates under webhooks, a policy and a quota (e2e/bench/admission.sh)
+bench-admission: build
+	SKIFF_BIN=$(CURDIR)/bin/skiff e2e/bench/admission.sh $(BENCH_ARGS)
 
 ## conformance: upstream Kubernetes v1.37.2 [Conformance] tests on a fresh
 ## two-node cluster (server + agent in network namespaces), summary by SIG.

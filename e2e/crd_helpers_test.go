@@ -57,10 +57,16 @@ func ccServingPair(t *testing.T, ca *testpki.CA, dnsName string) (certPEM, keyPE
 
 func ccB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// ccWebhookManifests are the namespace, the TLS Secret, the webhook pod
-// (the Secret mounted at /certs, where crdconvert reads it by default) and
-// the Service, port ccSvcPort to the pod's ccPodPort.
+// ccWebhookManifests are webhookPodManifests for crdconvert.
 func ccWebhookManifests(ref, node string, certPEM, keyPEM []byte) string {
+	return webhookPodManifests(ccNS, ccSvc, ref, node, certPEM, keyPEM)
+}
+
+// webhookPodManifests are the namespace ns, the TLS Secret, the webhook pod
+// svc bound to node (the Secret mounted at /certs, where the test webhooks
+// read it by default) and the Service svc, port ccSvcPort to the pod's
+// ccPodPort.
+func webhookPodManifests(ns, svc, ref, node string, certPEM, keyPEM []byte) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s}
@@ -95,7 +101,7 @@ metadata: {name: %[2]s, namespace: %[1]s}
 spec:
   selector: {app: %[2]s}
   ports: [{name: https, port: %[8]d, targetPort: https}]
-`, ccNS, ccSvc, ccB64(certPEM), ccB64(keyPEM), node, ref, ccPodPort, ccSvcPort)
+`, ns, svc, ccB64(certPEM), ccB64(keyPEM), node, ref, ccPodPort, ccSvcPort)
 }
 
 // ccCRD is widgets.stable.skiff.test: v1 (storage) keeps spec.hostPort,
@@ -184,7 +190,14 @@ func ccCall(t *testing.T, what string, call func(ctx context.Context) error) (ti
 // ccReadyEndpoints counts the ready endpoints of the webhook Service.
 func ccReadyEndpoints(t *testing.T, c *netCluster) (int, string) {
 	t.Helper()
-	out := lcKubectl(t, c, "get", "endpointslices", "-n", ccNS, "-l", "kubernetes.io/service-name="+ccSvc,
+	return readyEndpointsOf(t, c, ccNS, ccSvc)
+}
+
+// readyEndpointsOf counts the ready endpoints of Service ns/svc, and
+// lists them for a failure message.
+func readyEndpointsOf(t *testing.T, c *netCluster, ns, svc string) (int, string) {
+	t.Helper()
+	out := lcKubectl(t, c, "get", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name="+svc,
 		"-o", `jsonpath={range .items[*].endpoints[*]}{.addresses[0]} ready={.conditions.ready}{"\n"}{end}`)
 	n := 0
 	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {

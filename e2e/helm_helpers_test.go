@@ -165,25 +165,57 @@ func certManagerChart(t *testing.T) string {
 var chartVersionLine = regexp.MustCompile(`(?m)^(version|appVersion):.*$`)
 
 func makeCertManagerChart(cache string) (string, error) {
-	dst := filepath.Join(cache, "charts", "cert-manager-"+certManagerVersion)
+	return chartFromModule(cache, moduleChart{
+		module: certManagerModule, version: certManagerVersion,
+		dir: "deploy/charts/cert-manager", name: "cert-manager-" + certManagerVersion,
+		edit: func(rel string, b []byte) ([]byte, error) {
+			if rel != "Chart.yaml" {
+				return b, nil
+			}
+			if n := len(chartVersionLine.FindAll(b, -1)); n != 2 {
+				return nil, fmt.Errorf("%s: %d version/appVersion lines, want 2", rel, n)
+			}
+			return chartVersionLine.ReplaceAll(b, []byte("${1}: "+certManagerVersion)), nil
+		},
+	})
+}
+
+// moduleChart is a Helm chart kept in a Go module's source.
+type moduleChart struct {
+	module, version string
+	// dir is the chart's directory in the module (slash-separated).
+	dir string
+	// name is the copy's directory under <cache>/charts; it must change
+	// whenever module, version or edit does.
+	name string
+	// edit, if set, rewrites each file of the copy (rel is its path in
+	// the chart), for what the project's release tooling fills in.
+	edit func(rel string, b []byte) ([]byte, error)
+}
+
+// chartFromModule copies the chart mc out of its module (`go mod download`
+// from the Go module proxy) into <cache>/charts/<mc.name>, once per cache:
+// a chart directory helm installs.
+func chartFromModule(cache string, mc moduleChart) (string, error) {
+	dst := filepath.Join(cache, "charts", mc.name)
 	if _, err := os.Stat(filepath.Join(dst, "Chart.yaml")); err == nil {
 		return dst, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	out, err := goTool(ctx, cache, nil, "mod", "download", "-json", certManagerModule+"@"+certManagerVersion)
+	out, err := goTool(ctx, cache, nil, "mod", "download", "-json", mc.module+"@"+mc.version)
 	if err != nil {
 		return "", err
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("go mod download %s@%s: %v %s", certManagerModule, certManagerVersion, err, mod.Error)
+		return "", fmt.Errorf("go mod download %s@%s: %v %s", mc.module, mc.version, err, mod.Error)
 	}
-	src := filepath.Join(mod.Dir, "deploy", "charts", "cert-manager")
+	src := filepath.Join(mod.Dir, filepath.FromSlash(mc.dir))
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".cert-manager-")
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), "."+mc.name+"-")
 	if err != nil {
 		return "", err
 	}
@@ -202,16 +234,15 @@ func makeCertManagerChart(cache string) (string, error) {
 		if err != nil {
 			return err
 		}
-		if rel == "Chart.yaml" {
-			if n := len(chartVersionLine.FindAll(b, -1)); n != 2 {
-				return fmt.Errorf("%s: %d version/appVersion lines, want 2", path, n)
+		if mc.edit != nil {
+			if b, err = mc.edit(filepath.ToSlash(rel), b); err != nil {
+				return err
 			}
-			b = chartVersionLine.ReplaceAll(b, []byte("${1}: "+certManagerVersion))
 		}
 		return os.WriteFile(to, b, 0o644)
 	})
 	if err != nil {
-		return "", fmt.Errorf("copy chart: %w", err)
+		return "", fmt.Errorf("copy chart %s from %s@%s: %w", mc.dir, mc.module, mc.version, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		// Another run made it meanwhile: use theirs.

@@ -11,9 +11,9 @@ import (
 	"skiff/server/storage"
 )
 
-// The ValidatingAdmissionPolicy plugin's reads (admission/policy.Lookups),
-// all from the watch cache so that a policy, binding or param change
-// applies as soon as the cache has it.
+// The admission policy plugins' reads (admission/policy.Lookups and
+// MutatingLookups), all from the watch cache so that a policy, binding or
+// param change applies as soon as the cache has it.
 
 // ValidatingAdmissionPolicies lists the policies.
 func (l *objectLookups) ValidatingAdmissionPolicies(context.Context) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
@@ -75,4 +75,14 @@ func (l *objectLookups) ListParams(_ context.Context, gvk schema.GroupVersionKin
 func (l *objectLookups) Served(gvr schema.GroupVersionResource) bool {
 	_, ok := l.reg.Lookup(gvr.Group, gvr.Version, gvr.Resource)
 	return ok
+}
+
+// MutatingAdmissionPolicies lists the mutating policies.
+func (l *objectLookups) MutatingAdmissionPolicies(context.Context) ([]*admissionregistrationv1.MutatingAdmissionPolicy, error) {
+	return list[admissionregistrationv1.MutatingAdmissionPolicy](l, admissionregistrationv1.GroupName, "mutatingadmissionpolicies", "")
+}
+
+// MutatingAdmissionPolicyBindings lists their bindings.
+func (l *objectLookups) MutatingAdmissionPolicyBindings(context.Context) ([]*admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
+	return list[admissionregistrationv1.MutatingAdmissionPolicyBinding](l, admissionregistrationv1.GroupName, "mutatingadmissionpolicybindings", "")
 }

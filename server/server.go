@@ -105,6 +105,21 @@ type Config struct {
 	// K10<hash>::server:<secret> token ("" = the one stored in
 	// <data-dir>/server/token, made on first start).
 	Token string
+	// Audit is the API audit log (--audit-policy-file, --audit-log-*).
+	Audit AuditConfig
+}
+
+// AuditConfig is kube-apiserver's audit log options. Without a policy
+// file nothing is audited, as upstream.
+type AuditConfig struct {
+	// PolicyFile is an audit.k8s.io/v1 Policy.
+	PolicyFile string
+	// LogPath is the file the events go to, one JSON object a line
+	// ("-": standard output).
+	LogPath string
+	// MaxSizeMB is the size at which the log is rotated (0: 100);
+	// MaxBackups how many rotated files are kept (0: all).
+	MaxSizeMB, MaxBackups int
 }
 
 // StorePath is where the SQLite state store lives under a data directory.
@@ -181,8 +196,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("pod security: %w", err)
 	}
+	auditPolicy, auditSink, closeAudit, err := openAudit(cfg.Audit, log) // audit.go
+	if err != nil {
+		return err
+	}
+	defer closeAudit() // late: after the loops that write through the API have stopped
 	var bootstrapped atomic.Bool
 	authz := rbac.New(lookups)
+	// Requests are authorized by the Node authorizer, then RBAC; CEL's
+	// `authorizer` in policies and webhook matchConditions asks the same
+	// chain, as upstream's.
+	authorizer := node.New(nodeGraph{lookups}, authz)
 	allocator := &admission.ServiceAllocator{Store: st, Objects: objects, Registry: reg, CIDR: serviceNet, NodePortMin: 30000, NodePortMax: 32767, Log: log.With("component", "allocator")}
 	// kubectl logs/exec/attach/port-forward: proxied to the agents on 10250
 	// with a client certificate only they accept, their serving certs
@@ -201,16 +225,18 @@ func Run(ctx context.Context, cfg Config) error {
 	// (and TLS sessions) are shared.
 	webhookClient := webhook.New(webhook.Config{Resolver: lookups, Logger: log.With("component", "webhook")})
 	webhookAdmission := admissionwebhook.Config{Client: webhookClient, Source: webhookLookups{lookups}, Namespaces: webhookLookups{lookups},
-		Resources: reg, Logger: log.With("component", "admission-webhook")} // lookups_webhooks.go
+		Resources: reg, Authorizer: authorizer, Logger: log.With("component", "admission-webhook")} // lookups_webhooks.go
 	oapi := newLazyOpenAPI(reg, cfg.Version.GitVersion)
 	apf := flowcontrol.New(flowcontrol.Config{Metrics: metricsReg, Logger: log.With("component", "flowcontrol")})
 	api, err := apiserver.New(apiserver.Config{
 		FlowControl:        apf,
+		AuditPolicy:        auditPolicy,
+		AuditSink:          auditSink,
 		Kubelet:            kubelet,
 		Registry:           reg,
 		Storage:            objects,
 		Authenticator:      apiserver.RequestAuthenticator{Tokens: []apiserver.TokenValidator{serviceaccount.NewValidator(saKey.Public(), "", nil, lookups)}},
-		Authorizer:         node.New(nodeGraph{lookups}, authz),
+		Authorizer:         authorizer,
 		Rules:              authz,
 		Tokens:             tokenIssuer{serviceaccount.NewIssuer(saKey, "")},
 		MinTokenExpiration: cfg.MinTokenExpiration,
@@ -236,16 +262,18 @@ func Run(ctx context.Context, cfg Config) error {
 			admission.RuntimeClass{Get: lookups},
 			limitrange.Plugin{LimitRanges: lookups},
 			// Upstream's order: the mutating built-ins above, then the
-			// mutating webhooks (which see a Service before its addresses
+			// mutating policies and webhooks (which see a Service before its addresses
 			// are allocated), the validating built-ins, the validating
 			// policies and webhooks, and ResourceQuota last (it charges
 			// only what everything else let through).
+			policy.NewMutating(lookups, policy.WithAuthorizer(authorizer)), // MutatingAdmissionPolicies, before the mutating webhooks as upstream
 			admissionwebhook.NewMutating(webhookAdmission),
 			allocator,
 			admission.RBACEscalation{Authorizer: authz},
 			admission.Certificates{Authorizer: authz, Get: lookups}, // signers' attest and sign; kubelets' PodCertificateRequests
 			podSecurity,
-			policy.New(lookups), // ValidatingAdmissionPolicies (lookups_policies.go)
+			// ValidatingAdmissionPolicies (lookups_policies.go).
+			policy.New(lookups, policy.WithAuthorizer(authorizer)),
 			admissionwebhook.NewValidating(webhookAdmission), // after the policies, as upstream's ValidatingAdmissionWebhook
 			// ResourceQuota last of the built-ins, as upstream: it charges
 			// what every plugin before it let through.

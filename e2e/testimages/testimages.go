@@ -1,10 +1,11 @@
 // Package testimages builds the container images of skiff's own e2e test
 // programs (the CRD conversion webhook in ./crdconvert, the aggregated API
-// server in ./extapi) as OCI image tarballs that `skiff images import`
-// takes, so that tests run them in pods without a registry. Builds are
-// static (CGO_ENABLED=0) and cached under the e2e cache directory, keyed by
-// the binary's content: the Go build cache makes a rebuild of unchanged
-// sources a link, and an unchanged binary reuses its tarball.
+// server in ./extapi, the admission webhook in ./admwebhook) as OCI image
+// tarballs that `skiff images import` takes, so that tests run them in pods
+// without a registry. Builds are static (CGO_ENABLED=0) and cached under
+// the e2e cache directory, keyed by the binary's content: the Go build
+// cache makes a rebuild of unchanged sources a link, and an unchanged
+// binary reuses its tarball.
 package testimages
 
 import (
@@ -47,6 +48,7 @@ type Program struct {
 var (
 	CRDConvert = Program{Pkg: "skiff/e2e/testimages/crdconvert", Ref: "docker.io/skiff/crdconvert:e2e", Path: "/crdconvert"}
 	ExtAPI     = Program{Pkg: "skiff/e2e/testimages/extapi", Ref: "docker.io/skiff/extapi:e2e", Path: "/extapi"}
+	AdmWebhook = Program{Pkg: "skiff/e2e/testimages/admwebhook", Ref: "docker.io/skiff/admwebhook:e2e", Path: "/admwebhook"}
 )
 
 // CacheDir is the e2e cache root shared by test tools (helm, charts,

@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
+	"skiff/server/audit"
 	"skiff/server/auth"
 	"skiff/server/registry"
 	"skiff/server/storage"
@@ -71,6 +72,11 @@ type Config struct {
 	Kubelet *KubeletProxy
 	// FlowControl admits each request by priority and fairness (optional).
 	FlowControl FlowControl
+	// AuditPolicy decides what the audit log records of each request, and
+	// AuditSink takes the events (audit.go); without both nothing is
+	// audited, as upstream without --audit-policy-file.
+	AuditPolicy *audit.Policy
+	AuditSink   audit.Sink
 }
 
 // Check is one named health check.
@@ -126,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 // Handler is the whole API: health, version, discovery and resources.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.recoverPanics, s.authenticate, s.impersonate, s.flowControl, s.authorize)
+	r.Use(s.auditInit, s.instrument, s.recoverPanics, s.authenticate, s.audit, s.impersonate, s.flowControl, s.authorize)
 	r.Get("/healthz", s.health(false))
 	r.Get("/livez", s.health(false))
 	r.Get("/readyz", s.health(true))

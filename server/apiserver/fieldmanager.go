@@ -51,19 +51,15 @@ func (f *fieldManagers) For(res *registry.Resource, subresource string) (*manage
 	if res.ApplyTypes != nil {
 		return f.custom(res, subresource)
 	}
-	if !f.scheme.Recognizes(res.GVK()) {
+	tc := f.typeConverter(res)
+	if tc == nil {
 		return nil, nil
 	}
-	f.once.Do(func() { f.tc = applyconfigurations.NewTypeConverter(f.scheme) })
 	key := res.GVK().String() + "/" + subresource
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m, ok := f.managers[key]; ok {
 		return m, nil
-	}
-	tc := f.tc
-	if deducedGroups[res.Group] {
-		tc = managedfields.NewDeducedTypeConverter()
 	}
 	m, err := managedfields.NewDefaultFieldManager(tc, f.convert, defaulter(res.Default), f.scheme,
 		res.GVK(), res.GVK().GroupVersion(), subresource, resetFields(res, subresource))
@@ -73,6 +69,24 @@ func (f *fieldManagers) For(res *registry.Resource, subresource string) (*manage
 	f.managers[key] = m
 	return m, nil
 }
+
+// typeConverter is the schema res's objects merge by (server-side apply,
+// MutatingAdmissionPolicy's apply configurations): a custom resource's
+// own, the scheme's for built-ins, nil for what has none.
+func (f *fieldManagers) typeConverter(res *registry.Resource) managedfields.TypeConverter {
+	switch {
+	case res.ApplyTypes != nil:
+		return res.ApplyTypes
+	case !f.scheme.Recognizes(res.GVK()):
+		return nil
+	case deducedGroups[res.Group]:
+		return deducedTypes
+	}
+	f.once.Do(func() { f.tc = applyconfigurations.NewTypeConverter(f.scheme) })
+	return f.tc
+}
+
+var deducedTypes = managedfields.NewDeducedTypeConverter()
 
 // deducedGroups are the groups in the scheme whose schemas client-go's
 // apply configurations do not carry: their fields are deduced from the

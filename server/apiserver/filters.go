@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"skiff/server/audit"
 	"skiff/server/auth"
 )
 
@@ -80,7 +81,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if u == nil {
 			if err != nil || !publicPath(r.URL.Path) {
-				writeError(w, r, apierrors.NewUnauthorized("Unauthorized"))
+				writeError(s.auditUnauthorized(w, r), r, apierrors.NewUnauthorized("Unauthorized")) // audit.go
 				return
 			}
 			u = &auth.User{Name: auth.UserAnonymous, Groups: []string{auth.GroupUnauthenticated}}
@@ -103,6 +104,13 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		if err != nil {
 			s.log.Error("authorization failed", "path", r.URL.Path, "err", err)
 		}
+		// The decision and its reason go into the audit event, as upstream.
+		decision := "allow"
+		if !ok {
+			decision = "forbid"
+		}
+		audit.AddAnnotation(r.Context(), "authorization.k8s.io/decision", decision)
+		audit.AddAnnotation(r.Context(), "authorization.k8s.io/reason", reason)
 		if !ok {
 			writeError(w, r, forbidden(a, reason))
 			return

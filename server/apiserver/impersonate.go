@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"skiff/server/audit"
 	"skiff/server/auth"
 )
 
@@ -55,6 +56,7 @@ func (s *Server) impersonate(next http.Handler) http.Handler {
 			imp.apply(u)
 		}
 		addImplicitGroup(u)
+		audit.LogImpersonatedUser(r.Context(), userInfo(u)) // reviews.go
 		r = r.WithContext(auth.WithUser(r.Context(), u))
 		for h := range r.Header {
 			if strings.HasPrefix(h, authenticationv1.ImpersonateUserExtraHeaderPrefix) {

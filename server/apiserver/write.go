@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"net/http"
 	"time"
 
@@ -60,6 +61,9 @@ type AdmissionAttributes struct {
 	// Name and Namespace are set for OpConnect, whose object is not the
 	// one named; other operations take them from the object.
 	Name, Namespace string
+	// ApplyTypes is the schema the resource's objects merge by (nil: it
+	// has none), for plugins that merge apply configurations.
+	ApplyTypes func() managedfields.TypeConverter
 }
 
 func dryRun(r *http.Request) (bool, error) {
@@ -250,7 +254,8 @@ const (
 // admit runs the admission plugins of one phase, in their order.
 func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool, phase int) error {
 	ctx = withWarner(ctx, q.w) // warnings.go
-	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry}
+	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry,
+		ApplyTypes: func() managedfields.TypeConverter { return s.fields.typeConverter(q.res) }}
 	for _, p := range s.cfg.Admission {
 		_, validating := p.(ValidatingAdmitter)
 		if (phase == phaseMutating && validating) || (phase == phaseValidating && !validating) {

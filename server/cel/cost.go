@@ -67,6 +67,9 @@ func ceilCost(size uint64, factor float64) uint64 {
 // CallCost implements interpreter.ActualCostEstimator.
 func (l *CostEstimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
 	c := func(v uint64) *uint64 { return &v }
+	if cost, ok := authzCallCost(function, args); ok {
+		return &cost
+	}
 	switch function {
 	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
 		var cost uint64
@@ -149,6 +152,9 @@ func cidrCallCost(function, overloadID string, args []ref.Val) uint64 {
 // EstimateCallCost implements checker.CostEstimator.
 func (l *CostEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
 	unit := &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
+	if est := l.estimateAuthzCall(function, args); est != nil {
+		return est
+	}
 	switch function {
 	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes":
 		if target != nil {
@@ -260,6 +266,9 @@ func (l *CostEstimator) estimateSplit(target checker.AstNode, args []checker.Ast
 func (l *CostEstimator) estimateEquals(lhs, rhs checker.AstNode) *checker.CallEstimate {
 	if lhs.Type().Equal(rhs.Type()) != types.True {
 		return nil
+	}
+	if isAuthzType(lhs.Type()) {
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
 	}
 	switch lhs.Type().TypeName() {
 	case IPType.TypeName(), CIDRType.TypeName(), QuantityType.TypeName(), SemverType.TypeName():

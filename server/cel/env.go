@@ -15,8 +15,8 @@ import (
 // a 1.37 API server uses (1.36): the CEL standard library plus ext.Strings
 // v2, ext.Sets, ext.Lists v3, two-variable comprehensions, optional types
 // and the Kubernetes libraries (lists, regex, urls, quantity, ip, cidr,
-// format, semver). Admission policies add their own variables (object,
-// request, params, authorizer, ...) on top of these.
+// format, semver, authz with selectors). Admission policies add their own
+// variables (object, request, params, authorizer, ...) on top of these.
 func BaseLibraries() []cel.EnvOption {
 	return []cel.EnvOption{
 		cel.HomogeneousAggregateLiterals(),
@@ -46,6 +46,10 @@ func BaseLibraries() []cel.EnvOption {
 		ext.TwoVarComprehensions(),
 		Semver(),
 		ext.Lists(ext.ListsVersion(3)),
+		// Declared everywhere, as upstream's base environment; only
+		// expressions given an authorizer variable can call them.
+		Authz(),
+		AuthzSelectors(),
 		cel.Lib(baseProgramLib{}),
 	}
 }

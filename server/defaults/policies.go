@@ -6,8 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// applyPolicies sets the defaults of ValidatingAdmissionPolicy and
-// ValidatingAdmissionPolicyBinding as upstream's v1 defaulters: failure
+// applyPolicies sets the defaults of the Validating- and
+// MutatingAdmissionPolicies and their bindings as upstream's v1 defaulters: failure
 // policy Fail; match resources Equivalent with everything-selectors;
 // rules of every scope. It reports whether obj is one of them.
 func applyPolicies(obj runtime.Object) bool {
@@ -22,6 +22,19 @@ func applyPolicies(obj runtime.Object) bool {
 		}
 		setMatchResources(o.Spec.MatchConstraints)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		if o != nil {
+			setMatchResources(o.Spec.MatchResources)
+		}
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		if o == nil {
+			return true
+		}
+		if o.Spec.FailurePolicy == nil {
+			p := admissionregistrationv1.Fail
+			o.Spec.FailurePolicy = &p
+		}
+		setMatchResources(o.Spec.MatchConstraints)
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
 		if o != nil {
 			setMatchResources(o.Spec.MatchResources)
 		}

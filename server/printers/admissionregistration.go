@@ -57,11 +57,7 @@ func validatingAdmissionPolicyCells(obj runtime.Object, now time.Time) ([]interf
 	if err != nil {
 		return nil, err
 	}
-	paramKind := "<unset>"
-	if pk := p.Spec.ParamKind; pk != nil {
-		paramKind = pk.APIVersion + "/" + pk.Kind
-	}
-	return []interface{}{p.Name, int64(len(p.Spec.Validations)), paramKind, translateTimestampSince(p.CreationTimestamp, now)}, nil
+	return []interface{}{p.Name, int64(len(p.Spec.Validations)), paramKindCell(p.Spec.ParamKind), translateTimestampSince(p.CreationTimestamp, now)}, nil
 }
 
 func validatingAdmissionPolicyBindingPrinter() Printer {
@@ -81,17 +77,64 @@ func validatingAdmissionPolicyBindingCells(obj runtime.Object, now time.Time) ([
 	if err != nil {
 		return nil, err
 	}
-	param := "<unset>"
-	if pr := b.Spec.ParamRef; pr != nil {
-		switch {
-		case pr.Name != "" && pr.Namespace != "":
-			param = pr.Namespace + "/" + pr.Name
-		case pr.Name != "":
-			// The param may be cluster-scoped; that cannot be told here.
-			param = "*/" + pr.Name
-		case pr.Selector != nil:
-			param = pr.Selector.String()
-		}
+	return []interface{}{b.Name, b.Spec.PolicyName, paramRefCell(b.Spec.ParamRef), translateTimestampSince(b.CreationTimestamp, now)}, nil
+}
+
+// paramRefCell is a binding's ParamRef column.
+func paramRefCell(pr *admissionregistrationv1.ParamRef) string {
+	switch {
+	case pr == nil:
+		return "<unset>"
+	case pr.Name != "" && pr.Namespace != "":
+		return pr.Namespace + "/" + pr.Name
+	case pr.Name != "":
+		// The param may be cluster-scoped; that cannot be told here.
+		return "*/" + pr.Name
+	case pr.Selector != nil:
+		return pr.Selector.String()
 	}
-	return []interface{}{b.Name, b.Spec.PolicyName, param, translateTimestampSince(b.CreationTimestamp, now)}, nil
+	return "<unset>"
+}
+
+func paramKindCell(pk *admissionregistrationv1.ParamKind) string {
+	if pk == nil {
+		return "<unset>"
+	}
+	return pk.APIVersion + "/" + pk.Kind
+}
+
+func mutatingAdmissionPolicyPrinter() Printer {
+	return Printer{
+		Columns: []metav1.TableColumnDefinition{
+			nameColumn(),
+			column("Mutations", "integer", "Mutation indicates the number of mutations rules defined in this configuration"),
+			column("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy"),
+			ageColumn(),
+		},
+		Cells: func(obj runtime.Object, now time.Time) ([]interface{}, error) {
+			p, err := typed[admissionregistrationv1.MutatingAdmissionPolicy](obj)
+			if err != nil {
+				return nil, err
+			}
+			return []interface{}{p.Name, int64(len(p.Spec.Mutations)), paramKindCell(p.Spec.ParamKind), translateTimestampSince(p.CreationTimestamp, now)}, nil
+		},
+	}
+}
+
+func mutatingAdmissionPolicyBindingPrinter() Printer {
+	return Printer{
+		Columns: []metav1.TableColumnDefinition{
+			nameColumn(),
+			column("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to"),
+			column("ParamRef", "string", "ParamRef indicates the param resource which sets the configuration param"),
+			ageColumn(),
+		},
+		Cells: func(obj runtime.Object, now time.Time) ([]interface{}, error) {
+			b, err := typed[admissionregistrationv1.MutatingAdmissionPolicyBinding](obj)
+			if err != nil {
+				return nil, err
+			}
+			return []interface{}{b.Name, b.Spec.PolicyName, paramRefCell(b.Spec.ParamRef), translateTimestampSince(b.CreationTimestamp, now)}, nil
+		},
+	}
 }

@@ -146,5 +146,13 @@ func TestAdmissionRegistrationCells(t *testing.T) {
 			bindingOf(&admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}), []interface{}{"b", "p", (&metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}).String(), "60m"}},
 		{"binding without param", schema.GroupKind{Group: group, Kind: "ValidatingAdmissionPolicyBinding"}, binding,
 			bindingOf(nil), []interface{}{"b", "p", "<unset>", "60m"}},
+		{"mutating policy with param kind", schema.GroupKind{Group: group, Kind: "MutatingAdmissionPolicy"}, "Name;Mutations;ParamKind;Age",
+			&admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: objMeta("m", time.Hour), Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+				ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}, Mutations: []admissionregistrationv1.Mutation{{}, {}}}},
+			[]interface{}{"m", int64(2), "v1/ConfigMap", "60m"}},
+		{"mutating binding to a namespaced param", schema.GroupKind{Group: group, Kind: "MutatingAdmissionPolicyBinding"}, binding,
+			&admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: objMeta("mb", time.Hour), Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+				PolicyName: "m", ParamRef: &admissionregistrationv1.ParamRef{Namespace: "ns", Name: "cfg"}}},
+			[]interface{}{"mb", "m", "ns/cfg", "60m"}},
 	})
 }

@@ -165,6 +165,8 @@ var registry = map[schema.GroupKind]func() Printer{
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     mutatingWebhookConfigurationPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   validatingWebhookConfigurationPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        validatingAdmissionPolicyPrinter,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          mutatingAdmissionPolicyPrinter,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   mutatingAdmissionPolicyBindingPrinter,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: validatingAdmissionPolicyBindingPrinter,
 
 	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: customResourceDefinitionPrinter, // apiextensions.go

@@ -159,6 +159,8 @@ func sampleObjects() map[schema.GroupKind]runtime.Object {
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: m},
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: m},
 		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: m},
+		{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: m},
+		{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: m},
 
 		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: &apiextensionsv1.CustomResourceDefinition{ObjectMeta: m}, // apiextensions_test.go
 		{Group: "apiregistration.k8s.io", Kind: "APIService"}:             &apiregistrationv1.APIService{ObjectMeta: m},             // apiregistration_test.go

@@ -37,7 +37,7 @@ func Validate(obj runtime.Object) field.ErrorList {
 		return nil
 	}
 	for _, v := range []func(runtime.Object) (field.ErrorList, bool){validateCoreKind, validateCoreStorageKind, validateWorkloadKind, validateOtherKind,
-		validateFlowcontrolKind, validateExtraKind, validateNetExtraKind, validateCertExtraKind, validateAPIRegistrationKind, validateAPIExtensionsKind, validateWebhookConfigKind, validatePoliciesKind} {
+		validateFlowcontrolKind, validateExtraKind, validateNetExtraKind, validateCertExtraKind, validateAPIRegistrationKind, validateAPIExtensionsKind, validateWebhookConfigKind, validatePoliciesKind, validateMutatingPoliciesKind} {
 		if errs, ok := v(obj); ok {
 			return dedupe(errs)
 		}
@@ -55,7 +55,7 @@ func ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 		return field.ErrorList{field.InternalError(field.NewPath(""), fmt.Errorf("cannot update a %T with a %T", old, obj))}
 	}
 	for _, v := range []func(runtime.Object, runtime.Object) (field.ErrorList, bool){updateCoreKind, updateWorkloadKind, updateOtherKind,
-		updateFlowcontrolKind, updateExtraKind, updateNetExtraKind, updateCertExtraKind, updateAPIRegistrationKind, updateAPIExtensionsKind, updateWebhookConfigKind, updatePoliciesKind} {
+		updateFlowcontrolKind, updateExtraKind, updateNetExtraKind, updateCertExtraKind, updateAPIRegistrationKind, updateAPIExtensionsKind, updateWebhookConfigKind, updatePoliciesKind, updateMutatingPoliciesKind} {
 		if errs, ok := v(obj, old); ok {
 			return dedupe(errs)
 		}

@@ -25,14 +25,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"mime"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -44,18 +39,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-)
 
-const protobufType = "application/vnd.kubernetes.protobuf"
+	"skiff/e2e/bench/loadkit"
+)
 
 var (
 	kubeconfig  = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path")
@@ -76,65 +69,10 @@ var (
 	reqTimeout  = flag.Duration("request-timeout", 60*time.Second, "timeout of each request")
 )
 
-// wire counts what went over the wire: the media types of request bodies
-// and of responses, and the response status codes, to show which encoding
-// the server really took and answered in.
-var wire = struct {
-	sync.Mutex
-	counts map[string]int64
-}{counts: map[string]int64{}}
-
-type countingRT struct{ rt http.RoundTripper }
-
-func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	reqType := r.Header.Get("Content-Type")
-	resp, err := c.rt.RoundTrip(r)
-	wire.Lock()
-	defer wire.Unlock()
-	if reqType != "" {
-		wire.counts["sent "+shortType(reqType)]++
-	}
-	wire.counts["accept "+r.Header.Get("Accept")]++
-	if err != nil {
-		wire.counts["transport error"]++
-		return resp, err
-	}
-	wire.counts[fmt.Sprintf("%s->%d %s", r.Method, resp.StatusCode, shortType(resp.Header.Get("Content-Type")))]++
-	return resp, err
-}
-
-func shortType(ct string) string {
-	mt, _, _ := mime.ParseMediaType(ct)
-	switch mt {
-	case protobufType:
-		return "protobuf"
-	case "application/json":
-		return "json"
-	case "":
-		return "(none)"
-	}
-	return mt
-}
-
-// newClient returns a clientset with its own connection: a custom Dial makes
-// client-go give it its own transport instead of the shared, cached one.
-func newClient(cfg *rest.Config, timeout time.Duration) *kubernetes.Clientset {
-	cc := rest.CopyConfig(cfg)
-	cc.QPS = -1 // no client-side rate limit
-	cc.Burst = 0
-	cc.RateLimiter = nil
-	cc.Timeout = timeout
-	if *proto {
-		cc.ContentType = protobufType
-		cc.AcceptContentTypes = protobufType + ",application/json"
-	} else {
-		cc.ContentType = "application/json"
-		cc.AcceptContentTypes = "application/json"
-	}
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	cc.Dial = d.DialContext
-	cc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt} }
-	return kubernetes.NewForConfigOrDie(cc)
+// newClient returns a clientset with its own connection (see
+// loadkit.Clients.Config).
+func newClient(cl loadkit.Clients, timeout time.Duration) *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(cl.Config(timeout))
 }
 
 // ---- object kinds
@@ -294,41 +232,9 @@ func (pods) nameOf(obj runtime.Object) (string, bool) {
 
 // ---- statistics
 
-type latStats struct {
-	Count  int     `json:"count"`
-	Errors int64   `json:"errors"`
-	WallS  float64 `json:"wall_s"`
-	PerSec float64 `json:"per_s"`
-	P50ms  float64 `json:"p50_ms"`
-	P99ms  float64 `json:"p99_ms"`
-	MaxMs  float64 `json:"max_ms"`
-}
+func ms(d time.Duration) float64 { return loadkit.Ms(d) }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// pct is the nearest-rank percentile of sorted durations.
-func pct(s []time.Duration, p float64) time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(s))+0.5) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func summarize(lat []time.Duration, errs int64, wall time.Duration) latStats {
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	st := latStats{Count: len(s), Errors: errs, WallS: wall.Seconds(), P50ms: ms(pct(s, 0.5)), P99ms: ms(pct(s, 0.99))}
-	if len(s) > 0 {
-		st.MaxMs = ms(s[len(s)-1])
-	}
-	if wall > 0 {
-		st.PerSec = float64(len(s)) / wall.Seconds()
-	}
-	return st
-}
-
-func (s latStats) line(phase string, c int) string {
+func line(s loadkit.LatStats, phase string, c int) string {
 	return fmt.Sprintf("%-7s c=%-3d n=%-6d err=%-3d wall=%7.2fs  rate=%8.1f/s  p50=%7.2fms  p99=%7.2fms  max=%7.2fms",
 		phase, c, s.Count, s.Errors, s.WallS, s.PerSec, s.P50ms, s.P99ms, s.MaxMs)
 }
@@ -344,20 +250,20 @@ type listStats struct {
 }
 
 type watchStats struct {
-	latStats
+	loadkit.LatStats
 	Extra int `json:"unexpected_events"`
 }
 
 type round struct {
-	Clients   int         `json:"clients"`
-	Namespace string      `json:"namespace"`
-	Create    *latStats   `json:"create,omitempty"`
-	Get       *latStats   `json:"get,omitempty"`
-	List      []listStats `json:"list,omitempty"`
-	Watch     *watchStats `json:"watch,omitempty"`
-	DeleteMs  float64     `json:"deletecollection_ms,omitempty"`
-	Remaining int         `json:"remaining_after_delete,omitempty"`
-	Problems  []string    `json:"problems,omitempty"`
+	Clients   int               `json:"clients"`
+	Namespace string            `json:"namespace"`
+	Create    *loadkit.LatStats `json:"create,omitempty"`
+	Get       *loadkit.LatStats `json:"get,omitempty"`
+	List      []listStats       `json:"list,omitempty"`
+	Watch     *watchStats       `json:"watch,omitempty"`
+	DeleteMs  float64           `json:"deletecollection_ms,omitempty"`
+	Remaining int               `json:"remaining_after_delete,omitempty"`
+	Problems  []string          `json:"problems,omitempty"`
 }
 
 type report struct {
@@ -383,14 +289,7 @@ func (r *round) problem(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "  !", msg)
 }
 
-func describe(err error) string {
-	var se apierrors.APIStatus
-	if errors.As(err, &se) {
-		st := se.Status()
-		return fmt.Sprintf("%v [code=%d reason=%s details=%+v]", err, st.Code, st.Reason, st.Details)
-	}
-	return err.Error()
-}
+func describe(err error) string { return loadkit.Describe(err) }
 
 // errLog prints the first few errors of a phase.
 type errLog struct {
@@ -410,36 +309,16 @@ func (e *errLog) add(err error) {
 func objName(i int) string { return fmt.Sprintf("obj-%06d", i) }
 
 func phaseCreate(ctx context.Context, k kind, clients []*kubernetes.Clientset, ns string, r *round) []int {
-	lat := make([]time.Duration, *n)
 	ok := make([]bool, *n)
-	var next atomic.Int64
-	el := &errLog{phase: "create", r: r}
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, cl := range clients {
-		wg.Go(func() {
-			for {
-				j := int(next.Add(1) - 1)
-				if j >= *n || ctx.Err() != nil {
-					return
-				}
-				obj := k.object(objName(j))
-				t0 := time.Now()
-				err := k.create(ctx, cl, ns, obj)
-				lat[j] = time.Since(t0)
-				if err != nil {
-					el.add(err)
-				} else {
-					ok[j] = true
-				}
-			}
-		})
-	}
-	wg.Wait()
-	st := summarize(lat, el.n.Load(), time.Since(start))
-	st.PerSec = float64(*n-int(st.Errors)) / st.WallS // successful creates per second
+	st := loadkit.Run(ctx, len(clients), 0, *n, func(ctx context.Context, w, j int) error {
+		if err := k.create(ctx, clients[w], ns, k.object(objName(j))); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		ok[j] = true
+		return nil
+	}, r.problem)
 	r.Create = &st
-	fmt.Println(st.line("CREATE", len(clients)))
+	fmt.Println(line(st, "CREATE", len(clients)))
 	var created []int
 	for i, o := range ok {
 		if o {
@@ -486,9 +365,9 @@ func phaseGet(ctx context.Context, k kind, clients []*kubernetes.Clientset, ns s
 		})
 	}
 	wg.Wait()
-	st := summarize(slices.Concat(per...), el.n.Load(), time.Since(start))
+	st := loadkit.Summarize(slices.Concat(per...), el.n.Load(), time.Since(start))
 	r.Get = &st
-	fmt.Println(st.line("GET", len(clients)))
+	fmt.Println(line(st, "GET", len(clients)))
 }
 
 func phaseList(ctx context.Context, k kind, cl *kubernetes.Clientset, ns string, want int, r *round) {
@@ -549,7 +428,7 @@ func phaseList(ctx context.Context, k kind, cl *kubernetes.Clientset, ns string,
 	}
 }
 
-func phaseWatch(ctx context.Context, k kind, cfg *rest.Config, ns string, r *round) {
+func phaseWatch(ctx context.Context, k kind, cfg loadkit.Clients, ns string, r *round) {
 	// The watch starts at the revision of a fresh LIST, as an informer's would,
 	// so existing objects do not come as initial events.
 	wcl := newClient(cfg, 0) // no client timeout on the long request
@@ -626,7 +505,7 @@ loop:
 			break loop
 		}
 	}
-	st := watchStats{latStats: summarize(lat, el.n.Load(), time.Since(start))}
+	st := watchStats{LatStats: loadkit.Summarize(lat, el.n.Load(), time.Since(start))}
 	st.Extra = int(extra.Load())
 	r.Watch = &st
 	fmt.Printf("%-7s c=1   n=%-6d err=%-3d wall=%7.2fs  create->event p50=%7.2fms  p99=%7.2fms  max=%7.2fms  other-events=%d\n",
@@ -661,7 +540,7 @@ func phaseDelete(ctx context.Context, k kind, cl *kubernetes.Clientset, ns strin
 		left.ours, left.items-left.ours, strings.Join(left.others, ","))
 }
 
-func runRound(ctx context.Context, k kind, cfg *rest.Config, admin *kubernetes.Clientset, c int, phases map[string]bool) (r round, err error) {
+func runRound(ctx context.Context, k kind, cfg loadkit.Clients, admin *kubernetes.Clientset, c int, phases map[string]bool) (r round, err error) {
 	r.Clients = c
 	r.Namespace = fmt.Sprintf("%s-%d-%d", *nsPrefix, c, time.Now().UnixNano()%1_000_000)
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Namespace}}, metav1.CreateOptions{}); err != nil {
@@ -747,16 +626,18 @@ func run() error {
 			return fmt.Errorf("-phases: unknown phase %q", p)
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	base, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		return err
 	}
+	wire := loadkit.NewWire()
+	cfg := loadkit.Clients{Base: base, Protobuf: *proto, Wire: wire}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	rep := report{Server: cfg.Host, Objects: k.resource(), Protobuf: *proto}
+	rep := report{Server: base.Host, Objects: k.resource(), Protobuf: *proto}
 	sample := k.object(objName(0))
 	if b, err := json.Marshal(sample); err == nil {
 		rep.ObjectJSONB = len(b)
@@ -786,14 +667,8 @@ func run() error {
 			break
 		}
 	}
-	wire.Lock()
-	rep.Wire = maps.Clone(wire.counts)
-	wire.Unlock()
-	var keys []string
-	for _, k := range slices.Sorted(maps.Keys(rep.Wire)) {
-		keys = append(keys, fmt.Sprintf("%s=%d", k, rep.Wire[k]))
-	}
-	fmt.Printf("wire: %s\n", strings.Join(keys, "  "))
+	rep.Wire = wire.Snapshot()
+	fmt.Printf("wire: %s\n", wire.Line())
 	problems := 0
 	for _, r := range rep.Rounds {
 		problems += len(r.Problems)

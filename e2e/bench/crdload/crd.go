@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
+
+	"skiff/e2e/bench/loadkit"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -202,15 +204,15 @@ func timeCRD(ctx context.Context, dyn dynamic.Interface, hc *http.Client, host, 
 	defer cancel()
 	start = time.Now()
 	if _, err := dyn.Resource(crdGVR).Create(pctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
-		return t, fmt.Errorf("create CRD %s: %s", crd.Name, describe(err))
+		return t, fmt.Errorf("create CRD %s: %s", crd.Name, loadkit.Describe(err))
 	}
-	t.CreateMs = ms(time.Since(start))
+	t.CreateMs = loadkit.Ms(time.Since(start))
 	var wg sync.WaitGroup
 	for _, p := range []*poller{list, disco, established} {
 		wg.Go(func() { p.run(pctx, start, every) })
 	}
 	wg.Wait()
-	t.ListMs, t.DiscoveryMs, t.EstablishedMs = ms(list.took), ms(disco.took), ms(established.took)
+	t.ListMs, t.DiscoveryMs, t.EstablishedMs = loadkit.Ms(list.took), loadkit.Ms(disco.took), loadkit.Ms(established.took)
 	t.ListPolls, t.FirstListCode, t.NotServedAfterEstablished = list.polls, firstCode, lateFailures
 	for _, p := range []*poller{list, disco, established} {
 		if p.took == 0 {
@@ -246,7 +248,7 @@ func deleteCRD(ctx context.Context, dyn dynamic.Interface, name string, bound ti
 	defer cancel()
 	start := time.Now()
 	if err := dyn.Resource(crdGVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		return 0, fmt.Errorf("delete CRD %s: %s", name, describe(err))
+		return 0, fmt.Errorf("delete CRD %s: %s", name, loadkit.Describe(err))
 	}
 	for {
 		_, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})

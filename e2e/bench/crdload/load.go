@@ -7,14 +7,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"skiff/e2e/bench/loadkit"
 )
 
 // kind is one side of the comparison: its resource and the objects made
@@ -63,46 +63,15 @@ func configMapKind(ns string) kind {
 
 func objName(i int) string { return fmt.Sprintf("obj-%06d", i) }
 
-// problems collects unexpected outcomes and prints each as it happens.
-type problems struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (p *problems) add(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.list = append(p.list, msg)
-	fmt.Println("  !", msg)
-}
-
 // createPhase creates objects [from, to) of k with one goroutine per
 // client, each client its own connection. It prints the first 5 errors.
-func createPhase(ctx context.Context, k kind, clients []dynamic.Interface, from, to int, pr *problems) latStats {
-	lat := make([]time.Duration, to-from)
-	var next, errs atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, cl := range clients {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				j := int(next.Add(1)-1) + from
-				if j >= to {
-					return
-				}
-				t0 := time.Now()
-				_, err := cl.Resource(k.gvr).Namespace(k.ns).Create(ctx, k.object(objName(j)), metav1.CreateOptions{})
-				lat[j-from] = time.Since(t0)
-				if err != nil && errs.Add(1) <= 5 {
-					pr.add("create %s %s: %s", k.label, objName(j), describe(err))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	done := min(int(next.Load()), to-from)
-	return summarize(lat[:done], errs.Load(), time.Since(start))
+func createPhase(ctx context.Context, k kind, clients []dynamic.Interface, from, to int, pr *loadkit.Problems) loadkit.LatStats {
+	return loadkit.Run(ctx, len(clients), from, to, func(ctx context.Context, w, j int) error {
+		if _, err := clients[w].Resource(k.gvr).Namespace(k.ns).Create(ctx, k.object(objName(j)), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create %s %s: %w", k.label, objName(j), err)
+		}
+		return nil
+	}, pr.Add)
 }
 
 type listStats struct {
@@ -175,7 +144,7 @@ func listAll(ctx context.Context, hc *http.Client, host string, k kind, rv strin
 }
 
 // listPhase times full and paginated lists of k, median of runs each.
-func listPhase(ctx context.Context, hc *http.Client, host string, k kind, want, runs int, limit int64, pr *problems) []listStats {
+func listPhase(ctx context.Context, hc *http.Client, host string, k kind, want, runs int, limit int64, pr *loadkit.Problems) []listStats {
 	modes := []struct {
 		label, rv string
 		limit     int64
@@ -188,7 +157,7 @@ func listPhase(ctx context.Context, hc *http.Client, host string, k kind, want, 
 			t0 := time.Now()
 			got, err := listAll(ctx, hc, host, k, m.rv, m.limit)
 			if err != nil {
-				pr.add("list %s %s: %v", k.label, m.label, err)
+				pr.Add("list %s %s: %v", k.label, m.label, err)
 				break
 			}
 			ds = append(ds, time.Since(t0))
@@ -196,14 +165,14 @@ func listPhase(ctx context.Context, hc *http.Client, host string, k kind, want, 
 		}
 		ls.Kind, ls.Mode = k.label, m.label
 		for _, d := range ds {
-			ls.RunsMs = append(ls.RunsMs, ms(d))
+			ls.RunsMs = append(ls.RunsMs, loadkit.Ms(d))
 		}
-		ls.MedianMs = ms(median(ds))
+		ls.MedianMs = loadkit.Ms(loadkit.Median(ds))
 		if len(ds) > 0 && ls.Ours != want {
-			pr.add("list %s %s: %d of the objects made here, want %d", k.label, m.label, ls.Ours, want)
+			pr.Add("list %s %s: %d of the objects made here, want %d", k.label, m.label, ls.Ours, want)
 		}
 		if len(ds) > 0 && m.limit > 0 && want > int(m.limit) && ls.Pages == 1 {
-			pr.add("list %s %s: all %d items in one page; limit ignored", k.label, m.label, ls.Items)
+			pr.Add("list %s %s: all %d items in one page; limit ignored", k.label, m.label, ls.Items)
 		}
 		fmt.Printf("LIST   %-10s %-10s items=%-6d pages=%-4d bytes=%-9d runs(ms)=%v median=%.1fms\n",
 			k.label, m.label, ls.Items, ls.Pages, ls.Bytes, ls.RunsMs, ls.MedianMs)
@@ -215,33 +184,33 @@ func listPhase(ctx context.Context, hc *http.Client, host string, k kind, want, 
 // checkSemantics makes sure the CRD's schema is enforced, so the figures
 // are of a server that does the work: the default is applied, the CEL
 // rule rejects a breaking object with 422, and /status takes an update.
-func checkSemantics(ctx context.Context, dyn dynamic.Interface, k kind, pr *problems) {
+func checkSemantics(ctx context.Context, dyn dynamic.Interface, k kind, pr *loadkit.Problems) {
 	res := dyn.Resource(k.gvr).Namespace(k.ns)
 	got, err := res.Create(ctx, k.object("check-default"), metav1.CreateOptions{})
 	if err != nil {
-		pr.add("check: create %s: %s", k.label, describe(err))
+		pr.Add("check: create %s: %s", k.label, loadkit.Describe(err))
 		return
 	}
 	if mode, _, _ := unstructured.NestedString(got.Object, "spec", "mode"); mode != "fast" {
-		pr.add("check: spec.mode = %q after create, want the schema default \"fast\"", mode)
+		pr.Add("check: spec.mode = %q after create, want the schema default \"fast\"", mode)
 	}
 	bad := k.object("check-rule")
 	_ = unstructured.SetNestedField(bad.Object, strings.Repeat("x", 250), "spec", "k1")
 	_ = unstructured.SetNestedField(bad.Object, strings.Repeat("y", 250), "spec", "k2")
 	if _, err := res.Create(ctx, bad, metav1.CreateOptions{}); err == nil {
-		pr.add("check: an object breaking %q was accepted", ruleText)
+		pr.Add("check: an object breaking %q was accepted", ruleText)
 	} else if !strings.Contains(err.Error(), "exceed 400") {
-		pr.add("check: object breaking the rule: want 422 with the rule's message, got %s", describe(err))
+		pr.Add("check: object breaking the rule: want 422 with the rule's message, got %s", loadkit.Describe(err))
 	}
 	_ = unstructured.SetNestedField(got.Object, int64(3), "status", "observedReplicas")
 	st, err := res.UpdateStatus(ctx, got, metav1.UpdateOptions{})
 	if err != nil {
-		pr.add("check: update status: %s", describe(err))
+		pr.Add("check: update status: %s", loadkit.Describe(err))
 	} else if v, _, _ := unstructured.NestedInt64(st.Object, "status", "observedReplicas"); v != 3 {
-		pr.add("check: status.observedReplicas = %d after /status update, want 3", v)
+		pr.Add("check: status.observedReplicas = %d after /status update, want 3", v)
 	}
 	if err := res.Delete(ctx, "check-default", metav1.DeleteOptions{}); err != nil {
-		pr.add("check: delete: %s", describe(err))
+		pr.Add("check: delete: %s", loadkit.Describe(err))
 	}
 }
 

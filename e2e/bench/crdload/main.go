@@ -44,6 +44,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff/e2e/bench/loadkit"
 )
 
 type config struct {
@@ -90,28 +92,28 @@ func parseFlags() config {
 }
 
 type kindReport struct {
-	Kind        string      `json:"kind"`
-	ObjectBytes int         `json:"stored_object_json_bytes"`
-	Create      latStats    `json:"create"`
-	Fill        latStats    `json:"fill"`
-	List        []listStats `json:"list"`
-	RSSDeltaMiB float64     `json:"rss_delta_mib"`
+	Kind        string           `json:"kind"`
+	ObjectBytes int              `json:"stored_object_json_bytes"`
+	Create      loadkit.LatStats `json:"create"`
+	Fill        loadkit.LatStats `json:"fill"`
+	List        []listStats      `json:"list"`
+	RSSDeltaMiB float64          `json:"rss_delta_mib"`
 }
 
 type report struct {
-	Server       string           `json:"server"`
-	Version      string           `json:"server_version"`
-	Clients      int              `json:"clients"`
-	N            int              `json:"n"`
-	Total        int              `json:"total"`
-	CRD          []crdTiming      `json:"crd"`
-	Custom       kindReport       `json:"custom"`
-	ConfigMaps   kindReport       `json:"configmaps"`
-	RSS          []rssSample      `json:"rss"`
-	CRDDeleteMs  float64          `json:"crd_delete_ms,omitempty"`
-	Wire         map[string]int64 `json:"wire"`
-	Problems     []string         `json:"problems,omitempty"`
-	Interrupted  string           `json:"interrupted,omitempty"`
+	Server       string              `json:"server"`
+	Version      string              `json:"server_version"`
+	Clients      int                 `json:"clients"`
+	N            int                 `json:"n"`
+	Total        int                 `json:"total"`
+	CRD          []crdTiming         `json:"crd"`
+	Custom       kindReport          `json:"custom"`
+	ConfigMaps   kindReport          `json:"configmaps"`
+	RSS          []loadkit.RSSSample `json:"rss"`
+	CRDDeleteMs  float64             `json:"crd_delete_ms,omitempty"`
+	Wire         map[string]int64    `json:"wire"`
+	Problems     []string            `json:"problems,omitempty"`
+	Interrupted  string              `json:"interrupted,omitempty"`
 	elapsedStart time.Time
 }
 
@@ -143,12 +145,12 @@ func run(c config) (*report, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
-	w := &wire{counts: map[string]int64{}}
-	pr := &problems{}
+	w := loadkit.NewWire()
+	pr := &loadkit.Problems{}
 	rep := &report{Server: rc.Host, Clients: c.clients, N: c.n, Total: c.total, elapsedStart: time.Now()}
 	defer func() {
-		rep.Wire = w.snapshot()
-		rep.Problems = pr.list
+		rep.Wire = w.Snapshot()
+		rep.Problems = pr.List()
 	}()
 	admin, err := newDynamic(rc, c.reqTimeout, w)
 	if err != nil {
@@ -165,10 +167,10 @@ func run(c config) (*report, error) {
 	}
 	fmt.Printf("crdload server=%s version=%s clients=%d n=%d total=%d poll=%s\n", rep.Server, rep.Version, c.clients, c.n, c.total, c.poll)
 	rss := func(label string) {
-		s, err := sampleRSS(c.pid, label)
+		s, err := loadkit.SampleRSS(c.pid, label)
 		if err != nil {
 			if c.pid != 0 {
-				pr.add("rss %s: %v", label, err)
+				pr.Add("rss %s: %v", label, err)
 			}
 			return
 		}
@@ -185,7 +187,7 @@ func run(c config) (*report, error) {
 	for _, k := range []kind{cr, cm} {
 		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": k.ns}}}
 		if _, err := admin.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			return rep, fmt.Errorf("create namespace %s: %s", k.ns, describe(err))
+			return rep, fmt.Errorf("create namespace %s: %s", k.ns, loadkit.Describe(err))
 		}
 	}
 	checkSemantics(ctx, admin, cr, pr)
@@ -220,7 +222,7 @@ func run(c config) (*report, error) {
 }
 
 // crdPhase times c.crdReps CRDs; the first, of c.group, stays for the load.
-func crdPhase(ctx context.Context, c config, admin dynamic.Interface, hc *http.Client, host string, rep *report, pr *problems) error {
+func crdPhase(ctx context.Context, c config, admin dynamic.Interface, hc *http.Client, host string, rep *report, pr *loadkit.Problems) error {
 	for i := range max(1, c.crdReps) {
 		group := c.group
 		if i > 0 {
@@ -231,19 +233,19 @@ func crdPhase(ctx context.Context, c config, admin dynamic.Interface, hc *http.C
 		fmt.Printf("CRD    %-28s create call %5.1fms -> LIST ok %6.1fms (%d polls, first code %d) -> discovery %6.1fms -> Established %6.1fms\n",
 			t.CRD, t.CreateMs, t.ListMs, t.ListPolls, t.FirstListCode, t.DiscoveryMs, t.EstablishedMs)
 		if t.NotServedAfterEstablished > 0 {
-			pr.add("CRD %s: %d LIST polls sent after it was seen Established=True still failed (upstream serves from NamesAccepted on)",
+			pr.Add("CRD %s: %d LIST polls sent after it was seen Established=True still failed (upstream serves from NamesAccepted on)",
 				t.CRD, t.NotServedAfterEstablished)
 		}
 		if err != nil {
 			if i == 0 {
 				return fmt.Errorf("CRD %s: %w", t.CRD, err)
 			}
-			pr.add("CRD %s: %v", t.CRD, err)
+			pr.Add("CRD %s: %v", t.CRD, err)
 		}
 		if i > 0 {
 			// The extra CRDs only serve the timing; they go at once.
 			if err := admin.Resource(crdGVR).Delete(ctx, t.CRD, metav1.DeleteOptions{}); err != nil {
-				pr.add("delete CRD %s: %s", t.CRD, describe(err))
+				pr.Add("delete CRD %s: %s", t.CRD, loadkit.Describe(err))
 			}
 		}
 	}
@@ -253,7 +255,7 @@ func crdPhase(ctx context.Context, c config, admin dynamic.Interface, hc *http.C
 // warmClients makes c.clients dynamic clients, each with its own
 // connection, and does one request on each so the TLS handshakes fall
 // outside the timed phases.
-func warmClients(ctx context.Context, c config, rc *rest.Config, w *wire, ns string) ([]dynamic.Interface, error) {
+func warmClients(ctx context.Context, c config, rc *rest.Config, w *loadkit.Wire, ns string) ([]dynamic.Interface, error) {
 	out := make([]dynamic.Interface, max(1, c.clients))
 	for i := range out {
 		d, err := newDynamic(rc, c.reqTimeout, w)
@@ -261,7 +263,7 @@ func warmClients(ctx context.Context, c config, rc *rest.Config, w *wire, ns str
 			return nil, err
 		}
 		if _, err := d.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("warm client %d: %s", i, describe(err))
+			return nil, fmt.Errorf("warm client %d: %s", i, loadkit.Describe(err))
 		}
 		out[i] = d
 	}
@@ -269,7 +271,7 @@ func warmClients(ctx context.Context, c config, rc *rest.Config, w *wire, ns str
 }
 
 // loadKind creates c.n objects of k (timed), then tops up to c.total.
-func loadKind(ctx context.Context, c config, clients []dynamic.Interface, admin dynamic.Interface, k kind, pr *problems) kindReport {
+func loadKind(ctx context.Context, c config, clients []dynamic.Interface, admin dynamic.Interface, k kind, pr *loadkit.Problems) kindReport {
 	kr := kindReport{Kind: k.label}
 	kr.Create = createPhase(ctx, k, clients, 0, c.n, pr)
 	printLat("CREATE", k.label, c.clients, kr.Create)
@@ -278,35 +280,35 @@ func loadKind(ctx context.Context, c config, clients []dynamic.Interface, admin 
 		printLat("FILL", k.label, c.clients, kr.Fill)
 	}
 	if b, err := storedSize(ctx, admin, k, objName(0)); err != nil {
-		pr.add("get %s %s: %s", k.label, objName(0), describe(err))
+		pr.Add("get %s %s: %s", k.label, objName(0), loadkit.Describe(err))
 	} else {
 		kr.ObjectBytes = b
 	}
 	return kr
 }
 
-func printLat(phase, label string, c int, s latStats) {
+func printLat(phase, label string, c int, s loadkit.LatStats) {
 	fmt.Printf("%-6s %-10s c=%-2d n=%-6d err=%-3d wall=%7.2fs rate=%7.1f/s p50=%7.2fms p99=%7.2fms max=%7.2fms\n",
 		phase, label, c, s.Count, s.Errors, s.WallS, s.PerSec, s.P50ms, s.P99ms, s.MaxMs)
 }
 
 // cleanup deletes the CRD, timing how long the server takes to remove it
 // with all its objects, and the namespaces (without waiting for them).
-func cleanup(c config, admin dynamic.Interface, cr, cm kind, rep *report, pr *problems) {
+func cleanup(c config, admin dynamic.Interface, cr, cm kind, rep *report, pr *loadkit.Problems) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.deleteTimeout+30*time.Second)
 	defer cancel()
 	if c.deleteTimeout > 0 {
 		d, err := deleteCRD(ctx, admin, crdPlural+"."+c.group, c.deleteTimeout)
 		if err != nil {
-			pr.add("%v", err)
+			pr.Add("%v", err)
 		} else {
-			rep.CRDDeleteMs = ms(d)
+			rep.CRDDeleteMs = loadkit.Ms(d)
 		}
-		fmt.Printf("DELETE CRD %s with its objects: gone after %.1fms\n", crdPlural+"."+c.group, ms(d))
+		fmt.Printf("DELETE CRD %s with its objects: gone after %.1fms\n", crdPlural+"."+c.group, loadkit.Ms(d))
 	}
 	for _, k := range []kind{cr, cm} {
 		if err := admin.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Delete(ctx, k.ns, metav1.DeleteOptions{}); err != nil {
-			pr.add("delete namespace %s: %s", k.ns, describe(err))
+			pr.Add("delete namespace %s: %s", k.ns, loadkit.Describe(err))
 		}
 	}
 }
@@ -322,11 +324,11 @@ func printReport(c config, rep *report) {
 		est = append(est, time.Duration(t.EstablishedMs*float64(time.Millisecond)))
 	}
 	fmt.Printf("CRD create -> LIST ok / discovery / Established, median of %d: %.1f / %.1f / %.1f ms\n",
-		len(rep.CRD), ms(median(list)), ms(median(disco)), ms(median(est)))
+		len(rep.CRD), loadkit.Ms(loadkit.Median(list)), loadkit.Ms(loadkit.Median(disco)), loadkit.Ms(loadkit.Median(est)))
 	row := func(name, a, b string) { fmt.Printf("%-36s %18s %18s\n", name, a, b) }
 	row("", cr.Kind+" (CRD)", cm.Kind)
 	row("stored object, JSON bytes", fmt.Sprint(cr.ObjectBytes), fmt.Sprint(cm.ObjectBytes))
-	lat := func(label string, a, b latStats) {
+	lat := func(label string, a, b loadkit.LatStats) {
 		row(label+" rate/s", fmt.Sprintf("%.1f", a.PerSec), fmt.Sprintf("%.1f", b.PerSec))
 		row(label+" p50 / p99 ms", fmt.Sprintf("%.2f / %.2f", a.P50ms, a.P99ms), fmt.Sprintf("%.2f / %.2f", b.P50ms, b.P99ms))
 		row(label+" errors", fmt.Sprint(a.Errors), fmt.Sprint(b.Errors))

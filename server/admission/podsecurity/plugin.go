@@ -157,7 +157,7 @@ func (p *Plugin) admitPod(ctx context.Context, a apiserver.AdmissionAttributes) 
 		return apierrors.NewBadRequest("failed to decode object")
 	}
 	ns := acc.GetNamespace()
-	if p.exemptNamespace(ns) || p.exemptUser(a) {
+	if p.exempt(ctx, a, ns) { // audit.go
 		return nil
 	}
 	pol, badLabels, err := p.nsPolicy(ctx, ns)
@@ -165,6 +165,7 @@ func (p *Plugin) admitPod(ctx context.Context, a apiserver.AdmissionAttributes) 
 		return apierrors.NewInternalError(fmt.Errorf("failed to lookup namespace %q", ns))
 	}
 	if !badLabels && pol.fullyPrivileged() {
+		annotate(ctx, enforcePolicyKey, LevelVersion{Level: LevelPrivileged, Version: Latest()}.String())
 		return nil
 	}
 	pod, ok := a.Object.(*corev1.Pod)
@@ -194,7 +195,7 @@ func (p *Plugin) admitWorkload(ctx context.Context, a apiserver.AdmissionAttribu
 		return
 	}
 	ns := acc.GetNamespace()
-	if p.exemptNamespace(ns) || p.exemptUser(a) {
+	if p.exempt(ctx, a, ns) { // audit.go
 		return
 	}
 	pol, badLabels, err := p.nsPolicy(ctx, ns)
@@ -237,19 +238,25 @@ func podTemplate(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec) {
 }
 
 // evaluate checks a pod (enforce) or pod template against the policy: a
-// break of enforce is the returned 403; a break of warn is a warning, not
-// added to a request that is refused anyway.
+// break of enforce is the returned 403; a break of audit annotates the
+// audit event (audit.go); a break of warn is a warning, not added to a
+// request that is refused anyway.
 func (p *Plugin) evaluate(ctx context.Context, pol Policy, podMeta *metav1.ObjectMeta, spec *corev1.PodSpec, gr schema.GroupResource, name string, enforce bool) error {
 	if p.exemptRuntimeClass(spec.RuntimeClassName) {
+		annotate(ctx, exemptKey, "runtimeClass")
 		return nil
 	}
 	var enforced *Verdict
 	if enforce {
+		annotate(ctx, enforcePolicyKey, pol.Enforce.String())
 		v := p.eval.Evaluate(pol.Enforce, podMeta, spec)
+		p.auditViolations(ctx, pol, podMeta, spec, &v)
 		if !v.Allowed {
 			return apierrors.NewForbidden(gr, name, fmt.Errorf("violates PodSecurity %q: %s", pol.Enforce.String(), v.Detail()))
 		}
 		enforced = &v
+	} else {
+		p.auditViolations(ctx, pol, podMeta, spec, nil)
 	}
 	v := Verdict{}
 	if enforced != nil && pol.Warn == pol.Enforce {

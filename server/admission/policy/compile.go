@@ -12,9 +12,8 @@ import (
 	skiffcel "skiff/server/cel"
 )
 
-// The variables every policy expression may use, as upstream names them.
-// authorizer and authorizer.requestResource are not declared: expressions
-// that use them do not compile here.
+// The variables every policy expression may use, as upstream names them
+// (authorizer and authorizer.requestResource too: authz.go).
 const (
 	varObject    = "object"
 	varOldObject = "oldObject"
@@ -33,6 +32,9 @@ type compiledPolicy struct {
 	matchConditions []namedProgram
 	variables       []namedProgram
 	validations     []compiledValidation
+	mutations       []compiledMutation // a MutatingAdmissionPolicy's
+	// auditAnnotations are named by their keys (audit.go).
+	auditAnnotations []namedProgram
 	// err is the first expression that does not compile: the policy is
 	// misconfigured and its failurePolicy decides every matching request.
 	err error
@@ -73,6 +75,7 @@ func envOptions(hasParams bool) []cel.EnvOption {
 		cel.Variable(varRequest, cel.DynType),
 		cel.Variable(varNamespace, cel.DynType),
 	}
+	opts = append(opts, authorizerEnvOptions()...)
 	if hasParams {
 		opts = append(opts, cel.Variable(varParams, cel.DynType))
 	}
@@ -87,9 +90,10 @@ type variableField struct {
 }
 
 // newEnv builds the environment of a policy's expressions that may see
-// vars (nil: `variables` is not declared, as upstream without variables).
-func newEnv(hasParams bool, vars []variableField) (*cel.Env, error) {
-	opts := envOptions(hasParams)
+// vars (nil: `variables` is not declared, as upstream without variables),
+// extended by extra.
+func newEnv(hasParams bool, vars []variableField, extra ...cel.EnvOption) (*cel.Env, error) {
+	opts := append(envOptions(hasParams), extra...)
 	if vars == nil {
 		return skiffcel.NewEnv(nil, opts...)
 	}
@@ -139,55 +143,67 @@ func compileExpr(env *cel.Env, expr string, path *field.Path, want *cel.Type) (c
 	return prog, ast.OutputType(), nil
 }
 
-// compileSpec compiles every expression of spec and returns the programs
-// and every compile error.
-func compileSpec(spec *admissionregistrationv1.ValidatingAdmissionPolicySpec, specPath *field.Path) (*compiledPolicy, []*compileError) {
-	hasParams := spec.ParamKind != nil
-	out := &compiledPolicy{}
+// compileCommon compiles what validating and mutating policies share:
+// matchConditions and variables, into out. It returns the variables'
+// types for the expressions after them, the compile errors, and a fatal
+// error when no environment could be built. extra extends the variables'
+// environment (mutating policies' types).
+func compileCommon(out *compiledPolicy, hasParams bool, mcs []admissionregistrationv1.MatchCondition, variables []admissionregistrationv1.Variable, specPath *field.Path, extra ...cel.EnvOption) ([]variableField, []*compileError, *compileError) {
 	var errs []*compileError
-	fail := func(e *compileError) { errs = append(errs, e) }
-
-	if len(spec.MatchConditions) > 0 {
+	if len(mcs) > 0 {
 		env, err := newEnv(hasParams, nil)
 		if err != nil {
-			return nil, []*compileError{{path: specPath, detail: err.Error()}}
+			return nil, nil, &compileError{path: specPath, detail: err.Error()}
 		}
-		for i, mc := range spec.MatchConditions {
+		for i, mc := range mcs {
 			if strings.TrimSpace(mc.Expression) == "" {
 				continue
 			}
 			prog, _, cerr := compileExpr(env, mc.Expression, specPath.Child("matchConditions").Index(i).Child("expression"), cel.BoolType)
 			if cerr != nil {
-				fail(cerr)
+				errs = append(errs, cerr)
 				continue
 			}
 			out.matchConditions = append(out.matchConditions, namedProgram{name: mc.Name, prog: prog})
 		}
 	}
 	// Each variable sees those declared before it (upstream's
-	// composition); validations see them all.
+	// composition); the expressions after them see them all.
 	var vars []variableField
-	if len(spec.Variables) > 0 {
+	if len(variables) > 0 {
 		vars = []variableField{}
 	}
-	for i, v := range spec.Variables {
+	for i, v := range variables {
 		if strings.TrimSpace(v.Expression) == "" {
 			vars = append(vars, variableField{name: v.Name, t: cel.DynType})
 			out.variables = append(out.variables, namedProgram{name: v.Name})
 			continue
 		}
-		env, err := newEnv(hasParams, vars)
+		env, err := newEnv(hasParams, vars, extra...)
 		if err != nil {
-			return nil, []*compileError{{path: specPath, detail: err.Error()}}
+			return nil, nil, &compileError{path: specPath, detail: err.Error()}
 		}
 		prog, t, cerr := compileExpr(env, v.Expression, specPath.Child("variables").Index(i).Child("expression"), nil)
 		if cerr != nil {
-			fail(cerr)
+			errs = append(errs, cerr)
 			t = cel.DynType
 		}
 		vars = append(vars, variableField{name: v.Name, t: t})
 		out.variables = append(out.variables, namedProgram{name: v.Name, prog: prog})
 	}
+	return vars, errs, nil
+}
+
+// compileSpec compiles every expression of spec and returns the programs
+// and every compile error.
+func compileSpec(spec *admissionregistrationv1.ValidatingAdmissionPolicySpec, specPath *field.Path) (*compiledPolicy, []*compileError) {
+	hasParams := spec.ParamKind != nil
+	out := &compiledPolicy{}
+	vars, errs, fatal := compileCommon(out, hasParams, spec.MatchConditions, spec.Variables, specPath)
+	if fatal != nil {
+		return nil, []*compileError{fatal}
+	}
+	fail := func(e *compileError) { errs = append(errs, e) }
 	env, err := newEnv(hasParams, vars)
 	if err != nil {
 		return nil, []*compileError{{path: specPath, detail: err.Error()}}
@@ -211,15 +227,17 @@ func compileSpec(spec *admissionregistrationv1.ValidatingAdmissionPolicySpec, sp
 		}
 		out.validations = append(out.validations, cv)
 	}
-	// Audit annotations are compiled so that bad ones are refused, but
-	// there is no audit log to publish them to.
+	// Audit annotations annotate the request's audit event (audit.go).
 	for i, a := range spec.AuditAnnotations {
 		if strings.TrimSpace(a.ValueExpression) == "" {
 			continue
 		}
-		if _, _, cerr := compileExpr(env, a.ValueExpression, specPath.Child("auditAnnotations").Index(i).Child("valueExpression"), nil); cerr != nil {
+		prog, _, cerr := compileExpr(env, a.ValueExpression, specPath.Child("auditAnnotations").Index(i).Child("valueExpression"), nil)
+		if cerr != nil {
 			fail(cerr)
+			continue
 		}
+		out.auditAnnotations = append(out.auditAnnotations, namedProgram{name: a.Key, prog: prog})
 	}
 	if len(errs) > 0 {
 		out.err = errs[0]

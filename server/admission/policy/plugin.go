@@ -4,12 +4,14 @@
 // policy's matchConstraints and its own matchResources, the policy's
 // matchConditions, variables and validations are CEL on server/cel, with
 // params from the binding's paramRef, and a failed validation denies,
-// warns or (without an audit log here) is only counted by the binding's
-// validationActions.
+// warns or annotates the request's audit event by the binding's
+// validationActions; auditAnnotations annotate it too (audit.go).
 //
-// Not done: the authorizer variable (expressions using it do not
-// compile), audit annotations and the Audit action (there is no audit
-// log), and converting the object to the version an Equivalent rule
+// The authorizer variables check the requesting user's permissions with
+// the authorizer WithAuthorizer gives (authz.go, server/cel's authz
+// library).
+//
+// Not done: converting the object to the version an Equivalent rule
 // named. status.observedGeneration and status.typeChecking are written by
 // the status controller (status.go, typecheck.go), which type-checks the
 // validations against the matched kinds as upstream's does.
@@ -73,6 +75,7 @@ type Lookups interface {
 // Plugin is the ValidatingAdmissionPolicy admission plugin.
 type Plugin struct {
 	lookups Lookups
+	authz   Authorizer // nil: the authorizer variables are unbound
 	// warner finds the request's warning recorder (apiserver.WarnerFrom).
 	warner func(context.Context) apiserver.Warner
 	mu     sync.Mutex
@@ -86,8 +89,12 @@ type cachedPolicy struct {
 }
 
 // New returns the plugin.
-func New(l Lookups) *Plugin {
-	return &Plugin{lookups: l, warner: apiserver.WarnerFrom, compiled: map[types.UID]*cachedPolicy{}}
+func New(l Lookups, opts ...Option) *Plugin {
+	p := &Plugin{lookups: l, warner: apiserver.WarnerFrom, compiled: map[types.UID]*cachedPolicy{}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // exempt are the resources policies never apply to, as upstream: a bad
@@ -131,6 +138,7 @@ func (p *Plugin) Admit(ctx context.Context, a apiserver.AdmissionAttributes) err
 			return err
 		}
 	}
+	r.publishAudit() // audit.go
 	return r.result()
 }
 
@@ -184,6 +192,7 @@ type run struct {
 	denied  []denial
 	baseVar map[string]any // object, oldObject, request
 	ns      *nsCache
+	audited *auditRecord // what goes into the audit event (audit.go)
 }
 
 type nsCache struct {
@@ -243,7 +252,7 @@ func (r *run) policy(pol *admissionregistrationv1.ValidatingAdmissionPolicy, bin
 		if !ok {
 			continue
 		}
-		params, err := r.params(pol, b)
+		params, err := r.params(pol.Spec.ParamKind, b.Spec.ParamRef)
 		if err != nil {
 			r.configError(pol, b, err)
 			continue
@@ -266,6 +275,10 @@ func (r *run) policy(pol *admissionregistrationv1.ValidatingAdmissionPolicy, bin
 
 // act applies a binding's validationActions to a failed validation.
 func (r *run) act(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, d decision) {
+	if d.deny {
+		r.denied = append(r.denied, denial{policy: pol.Name, binding: b.Name, message: d.message})
+		return
+	}
 	for _, action := range b.Spec.ValidationActions {
 		switch action {
 		case admissionregistrationv1.Deny:
@@ -275,7 +288,7 @@ func (r *run) act(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *adm
 				w.AddWarning(fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", pol.Name, b.Name, d.message))
 			}
 		case admissionregistrationv1.Audit:
-			// No audit log to annotate.
+			r.auditFailure(pol, b, d) // audit.go
 		}
 	}
 }

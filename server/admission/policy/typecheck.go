@@ -115,6 +115,7 @@ func typedEnv(spec *admissionregistrationv1.ValidatingAdmissionPolicySpec, objTy
 		cel.Variable(varObject, objType.CelType()), cel.Variable(varOldObject, objType.CelType()),
 		cel.Variable(varRequest, cel.DynType), cel.Variable(varNamespace, cel.DynType),
 	}
+	opts = append(opts, authorizerEnvOptions()...)
 	if spec.ParamKind != nil {
 		pt := cel.DynType
 		if paramType != nil {

@@ -56,6 +56,12 @@ func TestTypeCheck_Expressions_WarnedAsUpstream(t *testing.T) {
 			s.Variables = []admissionregistrationv1.Variable{{Name: "max", Expression: "params.data.maxReplicas"}}
 			s.Validations = append(s.Validations, admissionregistrationv1.Validation{Expression: "variables.max > 1"})
 		}, want: map[string]string{"spec.validations[1].expression": "found no matching overload for '_>_' applied to '(string, int)'"}},
+		{name: "authorizer typed", mutate: func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
+			s.Validations = []admissionregistrationv1.Validation{
+				{Expression: "authorizer.group('apps').resource('deployments').namespace(object.metadata.namespace).check('create').allowed()"},
+				{Expression: "authorizer.requestResource.check('x').reason() == 1"},
+			}
+		}, want: map[string]string{"spec.validations[1].expression": "found no matching overload for '_==_' applied to '(string, int)'"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

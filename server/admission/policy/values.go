@@ -23,6 +23,11 @@ const maxMessageBytes = 5 * 1024
 type decision struct {
 	message string
 	reason  metav1.StatusReason
+	// index is the validation's, for the audit annotation (audit.go).
+	index int
+	// deny refuses whatever the binding's actions: a failed audit
+	// annotation under failurePolicy Fail, as upstream.
+	deny bool
 }
 
 // evaluate runs a policy's match conditions and validations against one
@@ -30,11 +35,12 @@ type decision struct {
 // false validations, and evaluation errors unless failurePolicy is Ignore.
 func (r *run) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, cp *compiledPolicy, param, ns any) []decision {
 	ignoreErrors := failurePolicy(pol) == admissionregistrationv1.Ignore
+	idx := 0 // the validation being evaluated
 	failed := func(err error) []decision {
 		if ignoreErrors {
 			return nil
 		}
-		return []decision{{message: err.Error()}}
+		return []decision{{message: err.Error(), index: idx}}
 	}
 	vars := r.baseVars()
 	ev := map[string]any{varNamespace: ns}
@@ -55,7 +61,8 @@ func (r *run) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, c
 		}
 	}
 	var out []decision
-	for _, v := range cp.validations {
+	for i, v := range cp.validations {
+		idx = i
 		val, err := e.run(v.prog)
 		if err != nil {
 			out = append(out, failed(err)...)
@@ -67,13 +74,13 @@ func (r *run) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, c
 		if val == types.True {
 			continue
 		}
-		d := decision{message: r.message(e, v), reason: metav1.StatusReasonInvalid}
+		d := decision{message: r.message(e, v), reason: metav1.StatusReasonInvalid, index: i}
 		if v.spec.Reason != nil {
 			d.reason = *v.spec.Reason
 		}
 		out = append(out, d)
 	}
-	return out
+	return append(out, r.auditAnnotations(pol, cp, ev)...) // audit.go
 }
 
 func variablesOrNil(pol *admissionregistrationv1.ValidatingAdmissionPolicy, cp *compiledPolicy) []namedProgram {
@@ -99,7 +106,8 @@ func (r *run) message(e *evaluation, v compiledValidation) string {
 	return staticMessage(v.spec)
 }
 
-// baseVars are object, oldObject and request, computed once per request.
+// baseVars are object, oldObject, request and the authorizer variables,
+// computed once per request.
 func (r *run) baseVars() map[string]any {
 	if r.baseVar != nil {
 		return r.baseVar
@@ -110,6 +118,7 @@ func (r *run) baseVars() map[string]any {
 		varOldObject: toValue(a.old, a.gvk),
 		varRequest:   r.requestValue(),
 	}
+	r.addAuthorizer(r.baseVar)
 	return r.baseVar
 }
 
@@ -200,8 +209,7 @@ func metaAccessor(obj runtime.Object) (metav1.Object, error) { return meta.Acces
 
 // params are the objects a binding's paramRef selects, as upstream's
 // CollectParams: [nil] without paramKind or paramRef.
-func (r *run) params(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) ([]any, error) {
-	pk, ref := pol.Spec.ParamKind, b.Spec.ParamRef
+func (r *run) params(pk *admissionregistrationv1.ParamKind, ref *admissionregistrationv1.ParamRef) ([]any, error) {
 	if pk == nil || ref == nil {
 		return []any{types.NullValue}, nil
 	}

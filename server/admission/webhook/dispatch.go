@@ -99,6 +99,7 @@ func (d *dispatcher) shouldCall(ctx context.Context, h *hook, r *request) (targe
 	if err != nil {
 		return t, false, apierrors.NewInternalError(err)
 	}
+	d.bindAuthorizer(&vars, r)
 	ok, err = m.Match(ctx, vars)
 	switch {
 	case !ok:
@@ -142,7 +143,7 @@ func (d *dispatcher) mutate(ctx context.Context, a apiserver.AdmissionAttributes
 	invoked := map[string]bool{} // IfNeeded webhooks called so far
 	again := map[string]bool{}   // ... that a later change calls again
 	for round := 0; round < 2; round++ {
-		for _, h := range hooks {
+		for i, h := range hooks {
 			if round == 1 && !again[h.key] {
 				continue
 			}
@@ -154,7 +155,9 @@ func (d *dispatcher) mutate(ctx context.Context, a apiserver.AdmissionAttributes
 			if !ok {
 				continue
 			}
-			changed, err := d.callMutating(ctx, h, r, t)
+			site := mutationSite{round: round, index: i} // audit.go
+			changed, err := d.callMutating(ctx, h, r, t, site)
+			site.failedOpen(ctx, h, err)
 			if err = d.outcome(ctx, h, err); err != nil {
 				return err
 			}
@@ -180,6 +183,7 @@ func (d *dispatcher) validate(ctx context.Context, a apiserver.AdmissionAttribut
 	r := newRequest(a)
 	errs := make([]error, len(hooks))
 	var wg sync.WaitGroup
+	called := 0 // upstream numbers the webhooks called
 	for i, h := range hooks {
 		t, ok, err := d.shouldCall(ctx, h, r)
 		if err != nil {
@@ -190,9 +194,13 @@ func (d *dispatcher) validate(ctx context.Context, a apiserver.AdmissionAttribut
 			continue
 		}
 		wg.Add(1)
+		idx := called
+		called++
 		go func() {
 			defer wg.Done()
-			errs[i] = d.outcome(ctx, h, d.callValidating(ctx, h, r, t))
+			err := d.callValidating(ctx, h, r, t)
+			validatingFailedOpen(ctx, h, idx, err) // audit.go
+			errs[i] = d.outcome(ctx, h, err)
 		}()
 	}
 	wg.Wait()

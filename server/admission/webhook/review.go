@@ -192,6 +192,7 @@ func (d *dispatcher) call(ctx context.Context, h *hook, r *request, t target) (*
 	if err != nil {
 		return nil, &callError{name: h.name, reason: fmt.Errorf("received invalid webhook response: %w", err)}
 	}
+	auditResponse(ctx, h, resp) // audit.go
 	if w := apiserver.WarnerFrom(ctx); w != nil {
 		for _, msg := range resp.Warnings {
 			w.AddWarning(msg)
@@ -271,7 +272,8 @@ func (d *dispatcher) callValidating(ctx context.Context, h *hook, r *request, t 
 // callMutating calls h and applies its patch to the request's object in
 // place, then re-defaults it as upstream does after a mutation. It
 // reports whether the object changed.
-func (d *dispatcher) callMutating(ctx context.Context, h *hook, r *request, t target) (bool, error) {
+func (d *dispatcher) callMutating(ctx context.Context, h *hook, r *request, t target, site mutationSite) (changed bool, err error) {
+	defer func() { site.mutated(ctx, h, changed) }() // audit.go
 	resp, err := d.call(ctx, h, r, t)
 	if err != nil || len(resp.Patch) == 0 {
 		return false, err
@@ -306,6 +308,7 @@ func (d *dispatcher) callMutating(ctx context.Context, h *hook, r *request, t ta
 	if err := replace(obj, patched); err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q returned a patch that cannot be applied: %w", h.name, err))
 	}
+	site.patched(ctx, h, patch) // audit.go
 	if res := r.a.Resource; res != nil && r.sub == "" {
 		// A custom resource's schema prunes what a webhook added that it
 		// does not declare, as upstream's storage does.

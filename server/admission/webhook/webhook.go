@@ -54,6 +54,9 @@ type Config struct {
 	Source     Source
 	Namespaces Namespaces
 	Resources  Resources
+	// Authorizer answers matchConditions' `authorizer` checks; nil leaves
+	// those variables unbound (conditions using them fail to evaluate).
+	Authorizer Authorizer
 	// Logger gets a warning for each webhook failing open; nil discards.
 	Logger *slog.Logger
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"skiff/server/apiserver"
+	"skiff/server/audit"
 	"skiff/server/auth"
 	"skiff/server/defaults"
 	"skiff/server/registry"
@@ -43,6 +44,9 @@ type Options struct {
 	// Resources are served besides the built-ins (rows not yet in
 	// registry.Builtin, such as CustomResourceDefinitions').
 	Resources []*registry.Resource
+	// AuditPolicy and AuditSink turn the audit log on (off by default).
+	AuditPolicy *audit.Policy
+	AuditSink   audit.Sink
 }
 
 // Server is a running API server and what it stands on.
@@ -98,7 +102,8 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Authorizer != nil {
 		authz = opts.Authorizer
 	}
-	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: authn, Authorizer: authz, Tokens: opts.Tokens, Admission: plugins, Logger: log})
+	api, err := apiserver.New(apiserver.Config{Registry: reg, Storage: objects, Authenticator: authn, Authorizer: authz, Tokens: opts.Tokens, Admission: plugins, Logger: log,
+		AuditPolicy: opts.AuditPolicy, AuditSink: opts.AuditSink})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@
 // false. Validation uses Compile to refuse a configuration whose
 // expressions do not compile; the admission plugin evaluates them.
 //
-// Upstream also declares `authorizer` (checks of the requester's
-// permissions) and types `request` as AdmissionRequest; here `request` is
-// dynamic and `authorizer` is not declared, so a condition using it is
-// refused when the configuration is written rather than misjudged later.
+// `authorizer` and `authorizer.requestResource` check the requester's
+// permissions (server/cel's authz library) when Vars carries an
+// authorizer. Upstream types `request` as AdmissionRequest; here it is
+// dynamic.
 package matchcond
 
 import (
@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"skiff/server/auth"
 	skiffcel "skiff/server/cel"
 )
 
@@ -32,6 +33,13 @@ const MaxConditions = 64
 type Vars struct {
 	Object, OldObject map[string]any
 	Request           map[string]any
+	// Authorizer, when set, binds `authorizer` and
+	// `authorizer.requestResource`: checks for User, the latter of
+	// Resource (the request's). Unset, conditions using them fail to
+	// evaluate and the failure policy decides.
+	Authorizer skiffcel.Authorizer
+	User       *auth.User
+	Resource   skiffcel.RequestResource
 }
 
 // Matcher is a webhook's compiled conditions.
@@ -45,11 +53,11 @@ type compiled struct {
 }
 
 func env() (*cel.Env, error) {
-	return skiffcel.NewEnv(nil,
+	return skiffcel.NewEnv(nil, append([]cel.EnvOption{
 		cel.Variable("object", cel.DynType),
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("request", cel.DynType),
-	)
+	}, skiffcel.AuthorizerDeclarations()...)...)
 }
 
 // Compile compiles conds; errors carry fld's paths
@@ -102,6 +110,11 @@ func (m *Matcher) Match(ctx context.Context, v Vars) (bool, error) {
 		return true, nil
 	}
 	act := map[string]any{"object": nullable(v.Object), "oldObject": nullable(v.OldObject), "request": nullable(v.Request)}
+	if v.Authorizer != nil {
+		for k, val := range skiffcel.AuthorizerBindings(ctx, v.Authorizer, v.User, v.Resource) {
+			act[k] = val
+		}
+	}
 	var errs []error
 	for _, c := range m.conds {
 		out, _, err := c.prog.ContextEval(ctx, act)
