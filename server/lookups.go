@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/types"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,18 +80,32 @@ func (l *objectLookups) GetRole(ctx context.Context, namespace, name string) (*r
 	return get[rbacv1.Role](l, rbacGroup, "roles", namespace, name), nil
 }
 
-// ServiceAccountUID implements serviceaccount.Lookup.
+// ServiceAccountUID implements serviceaccount.Lookup. A miss waits for the
+// watch cache to catch up once: a token issued a moment ago (TokenRequest
+// reads the store) may name a service account the cache has not seen yet.
 func (l *objectLookups) ServiceAccountUID(ctx context.Context, namespace, name string) (string, bool, error) {
-	if sa := get[corev1.ServiceAccount](l, "", "serviceaccounts", namespace, name); sa != nil {
-		return string(sa.UID), true, nil
-	}
-	return "", false, nil
+	return liveUID[corev1.ServiceAccount](ctx, l, "serviceaccounts", namespace, name)
 }
 
-// PodUID implements serviceaccount.Lookup.
+// PodUID implements serviceaccount.Lookup, with the same catch-up.
 func (l *objectLookups) PodUID(ctx context.Context, namespace, name string) (string, bool, error) {
-	if pod := get[corev1.Pod](l, "", "pods", namespace, name); pod != nil {
-		return string(pod.UID), true, nil
+	return liveUID[corev1.Pod](ctx, l, "pods", namespace, name)
+}
+
+// liveUID is the UID of a core object from the watch cache, read again
+// after the cache caught up with the store when it is not there.
+func liveUID[T any, PT interface {
+	*T
+	GetUID() types.UID
+}](ctx context.Context, l *objectLookups, resource, namespace, name string) (string, bool, error) {
+	if o := get[T](l, "", resource, namespace, name); o != nil {
+		return string(PT(o).GetUID()), true, nil
+	}
+	if err := l.st.Cache().WaitCurrent(ctx); err != nil {
+		return "", false, err
+	}
+	if o := get[T](l, "", resource, namespace, name); o != nil {
+		return string(PT(o).GetUID()), true, nil
 	}
 	return "", false, nil
 }

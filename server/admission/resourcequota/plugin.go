@@ -37,10 +37,10 @@ type QuotaAccess interface {
 const (
 	// conflictRetries bounds re-reading after lost races with writers
 	// outside this plugin (the controller, other API servers); writes of
-	// this plugin are serialized per namespace and do not race.
+	// this plugin take turns per namespace (queue.go) and do not race.
 	conflictRetries = 5
-	// waitLimit is how long a write waits for its namespace's turn, as
-	// upstream's evaluator waits.
+	// waitLimit is how long a write waits in its namespace's queue, as
+	// upstream's evaluator waits, and bounds the batch that carries it.
 	waitLimit = 10 * time.Second
 	// heldFor is how long a charge is remembered for Release; the write it
 	// belongs to ends long before.
@@ -53,8 +53,11 @@ type Plugin struct {
 	Quotas     QuotaAccess
 	Evaluators *quota.Registry
 
-	mu    sync.Mutex
-	locks map[string]*nsLock
+	// wait replaces waitLimit when set (tests).
+	wait time.Duration
+
+	mu     sync.Mutex
+	queues map[string]*nsQueue
 	// latest is the newest copy of each quota this plugin wrote, and
 	// foreign counts writes by others it noticed (see release.go).
 	latest  map[string]*corev1.ResourceQuota
@@ -66,8 +69,8 @@ var _ apiserver.Admitter = (*Plugin)(nil)
 var _ apiserver.Releaser = (*Plugin)(nil)
 
 func (p *Plugin) init() {
-	if p.locks == nil {
-		p.locks = map[string]*nsLock{}
+	if p.queues == nil {
+		p.queues = map[string]*nsQueue{}
 		p.latest = map[string]*corev1.ResourceQuota{}
 		p.foreign = map[string]int{}
 		p.held = map[runtime.Object]*charge{}
@@ -92,54 +95,7 @@ func (p *Plugin) Admit(ctx context.Context, a apiserver.AdmissionAttributes) err
 		return nil
 	}
 	ns := acc.GetNamespace()
-	unlock, err := p.lock(ctx, ns)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	p.sweep()
-	return p.evaluate(ctx, a, ns, ev)
-}
-
-// evaluate checks the request against the namespace's quotas and writes
-// the new usage; quotas whose write lost a race are read again and
-// checked again, the others stay charged.
-func (p *Plugin) evaluate(ctx context.Context, a apiserver.AdmissionAttributes, ns string, ev quota.Evaluator) error {
-	var pending map[string]bool
-	for attempt := 0; ; attempt++ {
-		quotas, err := p.list(ctx, ns)
-		if err != nil {
-			return err
-		}
-		if pending != nil {
-			quotas = only(quotas, pending)
-		}
-		if len(quotas) == 0 {
-			return nil
-		}
-		changes, err := check(quotas, a, ev)
-		if err != nil || a.DryRun || len(changes) == 0 {
-			return err
-		}
-		pending = map[string]bool{}
-		var lastErr error
-		for _, c := range changes {
-			stored, err := p.Quotas.UpdateStatus(ctx, c.updated, c.old.ResourceVersion)
-			if err != nil {
-				pending[c.old.Name], lastErr = true, err
-				continue
-			}
-			p.wrote(stored)
-			p.hold(a.Object, ns, c.old.Name, c.delta)
-		}
-		if lastErr == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(lastErr) || attempt >= conflictRetries {
-			return asAPIError(lastErr)
-		}
-		p.noteForeign(ns, pending)
-	}
+	return p.run(ctx, ns, newWork(a, ev, nil))
 }
 
 // list reads the quotas, preferring the copy this plugin last wrote when
@@ -220,46 +176,6 @@ func asAPIError(err error) error {
 		return err
 	}
 	return apierrors.NewInternalError(err)
-}
-
-// nsLock serializes the quota checks of one namespace, as upstream's
-// evaluator does with one worker per namespace, so this server's own
-// writes never race each other.
-type nsLock struct {
-	ch   chan struct{}
-	refs int
-}
-
-func (p *Plugin) lock(ctx context.Context, ns string) (func(), error) {
-	p.mu.Lock()
-	p.init()
-	l := p.locks[ns]
-	if l == nil {
-		l = &nsLock{ch: make(chan struct{}, 1)}
-		p.locks[ns] = l
-	}
-	l.refs++
-	p.mu.Unlock()
-	timer := time.NewTimer(waitLimit)
-	defer timer.Stop()
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; p.unref(ns, l) }, nil
-	case <-ctx.Done():
-		p.unref(ns, l)
-		return nil, fmt.Errorf("resource quota evaluation: %w", ctx.Err())
-	case <-timer.C:
-		p.unref(ns, l)
-		return nil, apierrors.NewInternalError(errors.New("resource quota evaluation timed out"))
-	}
-}
-
-func (p *Plugin) unref(ns string, l *nsLock) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if l.refs--; l.refs == 0 {
-		delete(p.locks, ns)
-	}
 }
 
 // ValidatingPhase: quota is charged only for valid objects, last.

@@ -32,6 +32,10 @@ type fakeQuotas struct {
 	// stale, when set, is what List returns instead (a lagging cache).
 	stale  []*corev1.ResourceQuota
 	writes int
+	// onList and onUpdate, when set, run before the n-th (from 1) List and
+	// UpdateStatus, outside the lock: tests block or race a call there.
+	onList, onUpdate func(n int)
+	lists, updates   int
 }
 
 func newFake(qs ...*corev1.ResourceQuota) *fakeQuotas {
@@ -60,7 +64,17 @@ func (f *fakeQuotas) get(name string) *corev1.ResourceQuota {
 	return f.quotas[name].DeepCopy()
 }
 
-func (f *fakeQuotas) List(_ context.Context, ns string) ([]*corev1.ResourceQuota, error) {
+func (f *fakeQuotas) List(ctx context.Context, ns string) ([]*corev1.ResourceQuota, error) {
+	f.mu.Lock()
+	f.lists++
+	n, hook := f.lists, f.onList
+	f.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stale != nil {
@@ -75,7 +89,17 @@ func (f *fakeQuotas) List(_ context.Context, ns string) ([]*corev1.ResourceQuota
 	return out, nil
 }
 
-func (f *fakeQuotas) UpdateStatus(_ context.Context, q *corev1.ResourceQuota, expected string) (*corev1.ResourceQuota, error) {
+func (f *fakeQuotas) UpdateStatus(ctx context.Context, q *corev1.ResourceQuota, expected string) (*corev1.ResourceQuota, error) {
+	f.mu.Lock()
+	f.updates++
+	n, hook := f.updates, f.onUpdate
+	f.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.quotas[q.Name]

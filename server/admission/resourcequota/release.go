@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"skiff/server/apiserver"
 	"skiff/server/quota"
 	"skiff/server/registry"
 )
@@ -75,12 +76,10 @@ func (p *Plugin) Release(ctx context.Context, _ *registry.Resource, obj, keep ru
 	if c == nil {
 		return
 	}
-	unlock, err := p.lock(ctx, c.ns)
-	if err != nil {
-		return
-	}
-	defer unlock()
-	p.giveBack(ctx, c)
+	// The give-back takes its namespace's turn (queue.go), so it never
+	// races this plugin's own charges; a Release that cannot get a turn
+	// leaves the charge to the controller.
+	_ = p.run(ctx, c.ns, newWork(apiserver.AdmissionAttributes{}, nil, c))
 }
 
 func (p *Plugin) giveBack(ctx context.Context, c *charge) {
