@@ -64,6 +64,9 @@ type AdmissionAttributes struct {
 	// ApplyTypes is the schema the resource's objects merge by (nil: it
 	// has none), for plugins that merge apply configurations.
 	ApplyTypes func() managedfields.TypeConverter
+	// Reinvocation is the request's reinvocation state in the mutating
+	// phase (nil elsewhere): reinvocation.go.
+	Reinvocation *Reinvocation
 }
 
 func dryRun(r *http.Request) (bool, error) {
@@ -251,16 +254,24 @@ const (
 	phaseAll
 )
 
-// admit runs the admission plugins of one phase, in their order.
+// admit runs the admission plugins of one phase, in their order; the
+// mutating phase with upstream's reinvocation (reinvocation.go).
 func (s *Server) admit(ctx context.Context, q *request, op Operation, obj, old runtime.Object, dry bool, phase int) error {
 	ctx = withWarner(ctx, q.w) // warnings.go
 	a := AdmissionAttributes{Op: op, Resource: q.res, Subresource: q.info.Subresource, Object: obj, Old: old, User: auth.UserFrom(ctx), DryRun: dry,
 		ApplyTypes: func() managedfields.TypeConverter { return s.fields.typeConverter(q.res) }}
+	var plugins []Admitter
 	for _, p := range s.cfg.Admission {
 		_, validating := p.(ValidatingAdmitter)
 		if (phase == phaseMutating && validating) || (phase == phaseValidating && !validating) {
 			continue
 		}
+		plugins = append(plugins, p)
+	}
+	if phase == phaseMutating {
+		return AdmitMutating(ctx, plugins, a) // reinvocation.go
+	}
+	for _, p := range plugins {
 		if err := p.Admit(ctx, a); err != nil {
 			return err
 		}

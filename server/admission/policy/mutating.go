@@ -33,12 +33,10 @@ type MutatingLookups interface {
 // binding whose policy exists selects requests as a validating policy's
 // does; the policy's mutations, in order, patch the object: an
 // ApplyConfiguration merged by the resource's schema (structured merge
-// diff, atomic fields refused) or a JSON Patch. A policy that changed the
-// object makes the IfNeeded policies that ran before it run once more. Its
-// failures follow the policy's failurePolicy.
-//
-// Not done: reinvocation across plugins (a mutating webhook's change after
-// the policies does not run them again).
+// diff, atomic fields refused) or a JSON Patch. Its failures follow the
+// policy's failurePolicy. IfNeeded policies run again on the admission
+// chain's reinvocation pass (apiserver/reinvocation.go) when the object
+// changed after them: a later policy, or a mutating webhook.
 type Mutating struct {
 	base   *Plugin // lookups, the authorizer and the shared request state
 	source MutatingSource
@@ -89,6 +87,11 @@ func (m *Mutating) Admit(ctx context.Context, a apiserver.AdmissionAttributes) e
 	if err != nil || len(bindings) == 0 {
 		return err
 	}
+	run := a.Reinvocation.Hooks(m) // apiserver/reinvocation.go
+	if a.Reinvocation.IsReinvoke() && !run.BeginReinvoke(a.Object) {
+		return nil // no invocation to run again
+	}
+	defer func() { run.Left(a.Object) }()
 	policies, err := m.source.MutatingAdmissionPolicies(ctx)
 	if err != nil {
 		return err
@@ -101,13 +104,17 @@ func (m *Mutating) Admit(ctx context.Context, a apiserver.AdmissionAttributes) e
 	}
 	if len(invs) > 0 {
 		mu := newMutator(r, a)
-		perrs = append(perrs, mu.mutate(invs)...)
+		perrs = append(perrs, mu.mutate(invs, run)...)
 		if err := mu.commit(); err != nil {
 			return err
 		}
 	}
 	return refusal(r.attrs, perrs)
 }
+
+// Reinvocable: IfNeeded policies take part in the chain's reinvocation
+// pass (apiserver/reinvocation.go).
+func (*Mutating) Reinvocable() {}
 
 // invocations matches the request against every binding, in policy then
 // binding name order, and collects its params. Misconfigurations are

@@ -47,46 +47,50 @@ func newMutator(r *run, a apiserver.AdmissionAttributes) *mutator {
 	return mu
 }
 
-// mutate runs the invocations in order, then once more those with
-// reinvocationPolicy IfNeeded that ran before a later one changed the
-// object. It returns the policy errors.
-func (mu *mutator) mutate(invs []invocation) []policyError {
+// mutate runs the invocations in order, as upstream's dispatcher; on the
+// chain's reinvocation pass only the IfNeeded ones run is due. It returns
+// the policy errors.
+func (mu *mutator) mutate(invs []invocation, run *apiserver.Hooks) []policyError {
 	if mu.err != nil {
 		return nil // commit reports it
 	}
+	again := mu.a.Reinvocation.IsReinvoke()
 	var perrs []policyError
-	invoked := map[string]bool{} // IfNeeded invocations run so far
-	again := map[string]bool{}   // ... that a later change runs again
-	for round := 0; round < 2; round++ {
-		for _, inv := range invs {
-			if round == 1 && !again[inv.key] {
-				continue
-			}
-			before := mu.obj
-			if err := mu.invoke(inv); err != nil {
-				perrs = append(perrs, policyError{policy: inv.policy, binding: inv.binding.Name, err: err})
-				continue
-			}
-			if round == 0 && !reflect.DeepEqual(before, mu.obj) {
-				for k := range invoked {
-					again[k] = true
-				}
-			}
-			if round == 0 && inv.policy.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-				invoked[inv.key] = true
-			}
+	patched := false
+	for _, inv := range invs {
+		before := mu.obj
+		due := !again || run.Due(inv.key)
+		matched, applied, err := mu.invoke(inv, due)
+		if err != nil {
+			perrs = append(perrs, policyError{policy: inv.policy, binding: inv.binding.Name, err: err})
 		}
-		if len(again) == 0 {
-			break
+		if !matched || !due {
+			continue
 		}
+		patched = patched || applied
+		if !reflect.DeepEqual(before, mu.obj) {
+			run.Changed()
+			mu.a.Reinvocation.SetShouldReinvoke()
+		}
+		if inv.policy.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			run.Invoked(inv.key)
+		}
+	}
+	if patched {
+		// As upstream: a pass that applied any patch left its versioned
+		// object dirty, which makes every IfNeeded invocation run so far
+		// due and asks for the reinvocation pass.
+		run.Changed()
+		mu.a.Reinvocation.SetShouldReinvoke()
 	}
 	return perrs
 }
 
-// invoke evaluates one invocation's match conditions and, when they
-// hold, its mutations in order, each seeing the object as the ones before
-// it left it.
-func (mu *mutator) invoke(inv invocation) error {
+// invoke evaluates one invocation's match conditions and, when they hold
+// and it is due, its mutations in order, each seeing the object as the
+// ones before it left it. It tells whether the conditions held and
+// whether any patch applied.
+func (mu *mutator) invoke(inv invocation, due bool) (matched, applied bool, err error) {
 	base := mu.r.baseVars()
 	vars := make(map[string]any, len(base)+3)
 	for k, v := range base {
@@ -105,26 +109,29 @@ func (mu *mutator) invoke(inv invocation) error {
 	for _, mc := range inv.cp.matchConditions {
 		val, err := e.run(mc.prog)
 		if err != nil {
-			return fmt.Errorf("failed to evaluate matchCondition %q: %w", mc.name, err)
+			return false, false, fmt.Errorf("failed to evaluate matchCondition %q: %w", mc.name, err)
 		}
 		if val != types.True {
-			return nil
+			return false, false, nil
 		}
+	}
+	if !due {
+		return true, false, nil
 	}
 	for _, m := range inv.cp.mutations {
 		e.budget = runtimeCostBudget // each mutation has its own budget, as upstream
 		val, err := e.run(m.prog)
 		if err != nil {
-			return err
+			return true, applied, err
 		}
 		next, err := mu.patch(m.patchType, val)
 		if err != nil {
-			return err
+			return true, applied, err
 		}
-		mu.obj = next
+		mu.obj, applied = next, true
 		vars[varObject] = next
 	}
-	return nil
+	return true, applied, nil
 }
 
 func (mu *mutator) patch(pt admissionregistrationv1.PatchType, val ref.Val) (map[string]any, error) {

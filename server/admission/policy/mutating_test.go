@@ -240,8 +240,9 @@ func TestMutatingAdmit_Mutations_PatchTheObjectAsUpstream(t *testing.T) {
 			l := &fakeMutatingLookups{fakeLookups: &fakeLookups{configMaps: tc.params, namespaces: map[string]*corev1.Namespace{
 				"prod": {ObjectMeta: metav1.ObjectMeta{Name: "prod"}}}}, mpolicies: tc.policies, mbindings: bindings}
 			obj := tc.obj.DeepCopy()
-			err := NewMutating(l).Admit(context.Background(), apiserver.AdmissionAttributes{Op: apiserver.OpCreate, Resource: deployments, Object: obj,
-				ApplyTypes: func() managedfields.TypeConverter { return builtinTypes }})
+			// Through the chain, whose reinvocation pass reruns IfNeeded policies.
+			err := apiserver.AdmitMutating(context.Background(), []apiserver.Admitter{NewMutating(l)}, apiserver.AdmissionAttributes{Op: apiserver.OpCreate,
+				Resource: deployments, Object: obj, ApplyTypes: func() managedfields.TypeConverter { return builtinTypes }})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)

@@ -136,42 +136,40 @@ func (d *dispatcher) matcher(h *hook) (*matchcond.Matcher, error) {
 	return m, nil
 }
 
-// mutate calls the matching mutating webhooks in order, then once more
-// those with reinvocationPolicy IfNeeded that ran before a later webhook
-// changed the object, as upstream's reinvocation round.
-func (d *dispatcher) mutate(ctx context.Context, a apiserver.AdmissionAttributes, hooks []*hook) error {
-	invoked := map[string]bool{} // IfNeeded webhooks called so far
-	again := map[string]bool{}   // ... that a later change calls again
-	for round := 0; round < 2; round++ {
-		for i, h := range hooks {
-			if round == 1 && !again[h.key] {
-				continue
-			}
-			r := newRequest(a)
-			t, ok, err := d.shouldCall(ctx, h, r)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			site := mutationSite{round: round, index: i} // audit.go
-			changed, err := d.callMutating(ctx, h, r, t, site)
-			site.failedOpen(ctx, h, err)
-			if err = d.outcome(ctx, h, err); err != nil {
-				return err
-			}
-			if changed && round == 0 {
-				for k := range invoked {
-					again[k] = true
-				}
-			}
-			if h.reinvoke && round == 0 {
-				invoked[h.key] = true
-			}
+// mutate calls the matching mutating webhooks in order, as upstream's
+// mutating dispatcher. On the chain's reinvocation pass
+// (apiserver/reinvocation.go) it calls only the IfNeeded webhooks called
+// on the first pass that saw the object change after them: a later
+// webhook's patch, or any change since this plugin's first pass. A
+// webhook first matched on the reinvocation pass is not called.
+func (d *dispatcher) mutate(ctx context.Context, a apiserver.AdmissionAttributes, hooks []*hook, run *apiserver.Hooks) error {
+	again := a.Reinvocation.IsReinvoke()
+	round := 0
+	if again {
+		round = 1
+	}
+	defer func() { run.Left(a.Object) }()
+	for i, h := range hooks {
+		r := newRequest(a)
+		t, ok, err := d.shouldCall(ctx, h, r)
+		if err != nil {
+			return err
 		}
-		if len(again) == 0 {
-			break
+		if !ok || (again && !run.Due(h.key)) {
+			continue
+		}
+		site := mutationSite{round: round, index: i} // audit.go
+		changed, err := d.callMutating(ctx, h, r, t, site)
+		site.failedOpen(ctx, h, err)
+		if changed {
+			run.Changed()
+			a.Reinvocation.SetShouldReinvoke()
+		}
+		if h.reinvoke {
+			run.Invoked(h.key)
+		}
+		if err = d.outcome(ctx, h, err); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -148,7 +148,8 @@ func TestMutating_IfNeeded_ReinvokedAfterLaterChange(t *testing.T) {
 		mutatingConfig("a-first", admissionregistrationv1.MutatingWebhook{Name: "first.example.com", ClientConfig: first.clientConfig(""), SideEffects: &none,
 			ReinvocationPolicy: &ifNeeded, AdmissionReviewVersions: []string{"v1"}, Rules: []admissionregistrationv1.RuleWithOperations{rule(createOnly, "", "v1", "configmaps")}}),
 	}}
-	if err := NewMutating(newConfig(src, reg, nil)).Admit(context.Background(), createCM(t, reg, configMap())); err != nil {
+	chain := []apiserver.Admitter{NewMutating(newConfig(src, reg, nil))} // the reinvocation pass is the chain's
+	if err := apiserver.AdmitMutating(context.Background(), chain, createCM(t, reg, configMap())); err != nil {
 		t.Fatal(err)
 	}
 	if n := firstCalls.Load(); n != 2 {

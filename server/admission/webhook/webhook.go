@@ -5,8 +5,10 @@
 // policy, namespace and object selectors and CEL match conditions, and
 // called with an AdmissionReview (v1, or v1beta1 when that is all it
 // accepts). Mutating webhooks run one after another and patch the object
-// (JSONPatch), with one reinvocation round for IfNeeded webhooks; validating
-// webhooks run in parallel. Failures follow each webhook's failurePolicy.
+// (JSONPatch); IfNeeded ones run again on the admission chain's
+// reinvocation pass when a later webhook or plugin changed the object
+// (apiserver/reinvocation.go); validating webhooks run in parallel.
+// Failures follow each webhook's failurePolicy.
 package webhook
 
 import (
@@ -78,6 +80,10 @@ func (m *Mutating) Admit(ctx context.Context, a apiserver.AdmissionAttributes) e
 	if exempt(a) {
 		return nil
 	}
+	hooksRun := a.Reinvocation.Hooks(m) // apiserver/reinvocation.go
+	if a.Reinvocation.IsReinvoke() && !hooksRun.BeginReinvoke(a.Object) {
+		return nil // no webhook to call again: nothing to match
+	}
 	cfgs, err := m.d.cfg.Source.MutatingWebhookConfigurations(ctx)
 	if err != nil {
 		return internalError(err)
@@ -89,8 +95,12 @@ func (m *Mutating) Admit(ctx context.Context, a apiserver.AdmissionAttributes) e
 			hooks = append(hooks, fromMutating(c, i))
 		}
 	}
-	return m.d.mutate(ctx, a, hooks)
+	return m.d.mutate(ctx, a, hooks, hooksRun)
 }
+
+// Reinvocable: the mutating webhooks take part in the chain's
+// reinvocation pass (apiserver/reinvocation.go).
+func (*Mutating) Reinvocable() {}
 
 // Admit implements apiserver.Admitter.
 func (v *Validating) Admit(ctx context.Context, a apiserver.AdmissionAttributes) error {
