@@ -8,88 +8,30 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
-	"fmt"
-	"log"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
+
+	"skiff/e2e/testimages/tlsserve"
 )
 
 // Config is what the webhook serves with.
 type Config struct {
-	CertFile, KeyFile string
-	// Listener, when set, is used instead of listening on Port (tests).
-	Listener net.Listener
-	Port     int
+	tlsserve.Config
 	// HangFor is how long /hang holds a request whose caller stays.
 	HangFor time.Duration
-	Log     *log.Logger
 }
 
 func main() {
 	var cfg Config
-	flag.StringVar(&cfg.CertFile, "tls-cert-file", "/certs/tls.crt", "serving certificate (PEM)")
-	flag.StringVar(&cfg.KeyFile, "tls-private-key-file", "/certs/tls.key", "serving key (PEM)")
-	flag.IntVar(&cfg.Port, "port", 9443, "HTTPS port")
+	cfg.AddFlags(flag.CommandLine, "/certs", "port", 9443)
 	flag.DurationVar(&cfg.HangFor, "hang", 30*time.Second, "how long /hang holds a request")
 	flag.Parse()
-	cfg.Log = log.New(os.Stderr, "admwebhook: ", log.LstdFlags)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := Run(ctx, cfg); err != nil {
-		cfg.Log.Fatal(err)
-	}
+	cfg.Log = tlsserve.NewLog("admwebhook")
+	tlsserve.Main(cfg.Log, func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
-// Run serves until ctx is done, then shuts down gracefully.
+// Run serves until ctx is done, then shuts down gracefully; requests held
+// by /hang end with the shutdown rather than wait out HangFor.
 func Run(ctx context.Context, cfg Config) error {
-	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("load serving certificate: %w", err)
-	}
-	ln := cfg.Listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port))); err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-	}
-	// Requests held by /hang end with the server's context, so that a
-	// shutdown does not wait out HangFor.
-	srvCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := &http.Server{
-		Handler:           Handler(cfg.HangFor, cfg.Log),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          cfg.Log,
-		BaseContext:       func(net.Listener) context.Context { return srvCtx },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
-	if cfg.Log != nil {
-		cfg.Log.Printf("serving AdmissionReview on %s", ln.Addr())
-	}
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	cancel()
-	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer shutCancel()
-	err = srv.Shutdown(shutCtx)
-	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	return tlsserve.Run(ctx, cfg.Config, "AdmissionReview", Handler(cfg.HangFor, cfg.Log))
 }

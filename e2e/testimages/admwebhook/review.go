@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +12,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"skiff/e2e/testimages/reviewhttp"
 )
 
 // What /mutate adds to the object: a label, and an annotation that echoes
@@ -23,10 +23,6 @@ const (
 	MutatedLabel     = "admwebhook.skiff.test/mutated"
 	DryRunAnnotation = "admwebhook.skiff.test/dry-run"
 )
-
-// maxReviewBytes bounds an AdmissionReview body: one object and its old
-// version, never megabytes in a test.
-const maxReviewBytes = 3 << 20
 
 // answer decides one request; serve fills in the response's uid.
 type answer func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
@@ -137,31 +133,15 @@ func addOp(path string, m map[string]string, key, value string) patchOp {
 	return patchOp{Op: "add", Path: path + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key), Value: value}
 }
 
+// reviewKind is what every answer's endpoint takes and gives.
+var reviewKind = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
+
 // serve is one answer's endpoint: a POSTed admission.k8s.io/v1
 // AdmissionReview in, the same kind out with the request's uid.
 func serve(a answer, logger *log.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
-			return
-		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			http.Error(w, fmt.Sprintf("Content-Type %q: want application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
-		if err != nil {
-			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
 		var in admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &in); err != nil {
-			http.Error(w, "decode AdmissionReview: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if in.APIVersion != admissionv1.SchemeGroupVersion.String() || in.Kind != "AdmissionReview" || in.Request == nil {
-			http.Error(w, fmt.Sprintf("want an %s AdmissionReview with a request, got %s %s", admissionv1.SchemeGroupVersion, in.APIVersion, in.Kind), http.StatusBadRequest)
+		if !reviewhttp.Read(w, r, reviewKind, &in) {
 			return
 		}
 		resp := a(r.Context(), in.Request)
@@ -169,8 +149,6 @@ func serve(a answer, logger *log.Logger) http.HandlerFunc {
 		if logger != nil {
 			logger.Printf("%s: %s: allowed=%t", r.URL.Path, describe(in.Request), resp.Allowed)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		// An error here is a caller that is gone: nothing more to tell it.
-		_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
+		reviewhttp.Write(w, admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
 	}
 }

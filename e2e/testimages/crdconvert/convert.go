@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +12,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"skiff/e2e/testimages/reviewhttp"
 )
 
 // The sample CRD this webhook converts: widgets.stable.skiff.test, whose v1
@@ -25,10 +25,6 @@ const (
 	V1    = Group + "/v1"
 	V2    = Group + "/v2"
 )
-
-// maxReviewBytes bounds a ConversionReview body: the API server sends at
-// most a list's worth of objects, never megabytes in a test.
-const maxReviewBytes = 3 << 20
 
 // errConvert marks a conversion the webhook refuses (bad value or version):
 // it is answered as a Failure result, not as an HTTP error.
@@ -151,36 +147,15 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// reviewKind is what /convert takes and gives.
+var reviewKind = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
+
 // serveConvert is the /convert endpoint: a POSTed
 // apiextensions.k8s.io/v1 ConversionReview in, the same kind out.
 func serveConvert(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "POST a ConversionReview", http.StatusMethodNotAllowed)
-		return
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		http.Error(w, fmt.Sprintf("Content-Type %q: want application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
-	if err != nil {
-		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
 	var in apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &in); err != nil {
-		http.Error(w, "decode ConversionReview: "+err.Error(), http.StatusBadRequest)
+	if !reviewhttp.Read(w, r, reviewKind, &in) {
 		return
 	}
-	if in.APIVersion != apiextensionsv1.SchemeGroupVersion.String() || in.Kind != "ConversionReview" || in.Request == nil {
-		http.Error(w, fmt.Sprintf("want an %s ConversionReview with a request, got %s %s", apiextensionsv1.SchemeGroupVersion, in.APIVersion, in.Kind), http.StatusBadRequest)
-		return
-	}
-	out := apiextensionsv1.ConversionReview{TypeMeta: in.TypeMeta, Response: review(in.Request)}
-	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(out); err != nil {
-		// The connection is gone; nothing more can be told to the caller.
-		return
-	}
+	reviewhttp.Write(w, apiextensionsv1.ConversionReview{TypeMeta: in.TypeMeta, Response: review(in.Request)})
 }

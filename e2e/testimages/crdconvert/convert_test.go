@@ -3,25 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"skiff/e2e/testimages/testpki"
+	"skiff/e2e/testimages/tlsserve/tlsservetest"
 )
 
 func widget(apiVersion string, spec map[string]any) map[string]any {
@@ -133,60 +125,12 @@ func reviewBody(t *testing.T, req *apiextensionsv1.ConversionRequest) []byte {
 	return b
 }
 
-func TestServeConvert_BadRequests_HTTPErrors(t *testing.T) {
-	good := reviewBody(t, &apiextensionsv1.ConversionRequest{UID: "u", DesiredAPIVersion: V2})
-	cases := []struct {
-		name, method, contentType, body string
-		want                            int
-	}{
-		{"GET", http.MethodGet, "application/json", "", http.StatusMethodNotAllowed},
-		{"wrong content type", http.MethodPost, "text/plain", string(good), http.StatusUnsupportedMediaType},
-		{"not JSON", http.MethodPost, "application/json", "{", http.StatusBadRequest},
-		{"no request", http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest},
-		{"v1beta1 review", http.MethodPost, "application/json", strings.Replace(string(good), "apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1", 1), http.StatusBadRequest},
-		{"good review", http.MethodPost, "application/json; charset=utf-8", string(good), http.StatusOK},
-	}
-	srv := httptest.NewServer(Handler())
-	defer srv.Close()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(tc.method, srv.URL+"/convert", strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", tc.contentType)
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tc.want {
-				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
-			}
-		})
-	}
-}
-
 func TestRun_TLSFromFiles_ServesConvertUntilCancelled(t *testing.T) {
-	ca := testpki.NewCA(t, "webhook-ca")
-	certFile, keyFile := testpki.WritePair(t, t.TempDir(), ca.Issue(t, "crdconvert", x509.ExtKeyUsageServerAuth))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Config{CertFile: certFile, KeyFile: keyFile, Listener: ln}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}, Timeout: 10 * time.Second}
+	srv := tlsservetest.New(t, "crdconvert")
+	srv.Start(t, func(ctx context.Context) error { return Run(ctx, srv.Config) })
 	body := reviewBody(t, &apiextensionsv1.ConversionRequest{UID: "u-tls", DesiredAPIVersion: V1,
 		Objects: rawObjects(t, widget(V2, map[string]any{"host": "h", "port": 80}))})
-	resp, err := client.Post("https://"+ln.Addr().String()+"/convert", "application/json", bytes.NewReader(body))
+	resp, err := srv.CA.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +144,5 @@ func TestRun_TLSFromFiles_ServesConvertUntilCancelled(t *testing.T) {
 	}
 	if got := string(out.Response.ConvertedObjects[0].Raw); !strings.Contains(got, `"hostPort":"h:80"`) {
 		t.Errorf("converted %s, want hostPort h:80", got)
-	}
-}
-
-func TestRun_MissingCertificate_Error(t *testing.T) {
-	dir := t.TempDir()
-	err := Run(context.Background(), Config{CertFile: filepath.Join(dir, "no.crt"), KeyFile: filepath.Join(dir, "no.key"), Port: 0})
-	if err == nil || !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("Run = %v, want a not-exist error", err)
 	}
 }

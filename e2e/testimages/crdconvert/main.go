@@ -7,41 +7,19 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
-	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
-	"time"
+
+	"skiff/e2e/testimages/tlsserve"
 )
 
-// Config is what the webhook serves with.
-type Config struct {
-	CertFile, KeyFile string
-	// Listener, when set, is used instead of listening on Port (tests).
-	Listener net.Listener
-	Port     int
-	Log      *log.Logger
-}
-
 func main() {
-	var cfg Config
-	flag.StringVar(&cfg.CertFile, "tls-cert-file", "/certs/tls.crt", "serving certificate (PEM)")
-	flag.StringVar(&cfg.KeyFile, "tls-private-key-file", "/certs/tls.key", "serving key (PEM)")
-	flag.IntVar(&cfg.Port, "port", 9443, "HTTPS port")
+	var cfg tlsserve.Config
+	cfg.AddFlags(flag.CommandLine, "/certs", "port", 9443)
 	flag.Parse()
-	cfg.Log = log.New(os.Stderr, "crdconvert: ", log.LstdFlags)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := Run(ctx, cfg); err != nil {
-		cfg.Log.Fatal(err)
-	}
+	cfg.Log = tlsserve.NewLog("crdconvert")
+	tlsserve.Main(cfg.Log, func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
 // Handler is the webhook's HTTP surface.
@@ -55,41 +33,6 @@ func Handler() http.Handler {
 }
 
 // Run serves until ctx is done, then shuts down gracefully.
-func Run(ctx context.Context, cfg Config) error {
-	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("load serving certificate: %w", err)
-	}
-	ln := cfg.Listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port))); err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-	}
-	srv := &http.Server{
-		Handler:           Handler(),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          cfg.Log,
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
-	if cfg.Log != nil {
-		cfg.Log.Printf("serving /convert on %s", ln.Addr())
-	}
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(shutCtx)
-	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+func Run(ctx context.Context, cfg tlsserve.Config) error {
+	return tlsserve.Run(ctx, cfg, "/convert", Handler())
 }

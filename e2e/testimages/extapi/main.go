@@ -17,29 +17,23 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"skiff/e2e/testimages/tlsserve"
 )
 
 // Config is what the server serves with.
 type Config struct {
-	CertFile, KeyFile string
-	// Listener, when set, is used instead of listening on Port (tests).
-	Listener net.Listener
-	Port     int
+	tlsserve.Config
 	// ConfigMaps reads kube-system's ConfigMaps (client-go's
 	// CoreV1().ConfigMaps("kube-system")).
 	ConfigMaps configMapGetter
@@ -48,15 +42,13 @@ type Config struct {
 	Resync time.Duration
 	// Flunders are the objects served.
 	Flunders []types.NamespacedName
-	Log      *log.Logger
 }
 
 func main() {
-	cfg := Config{Log: log.New(os.Stderr, "extapi: ", log.LstdFlags)}
+	var cfg Config
+	cfg.Log = tlsserve.NewLog("extapi")
 	var flunders, kubeconfig string
-	flag.StringVar(&cfg.CertFile, "tls-cert-file", "/apiserver.local.config/certificates/tls.crt", "serving certificate (PEM)")
-	flag.StringVar(&cfg.KeyFile, "tls-private-key-file", "/apiserver.local.config/certificates/tls.key", "serving key (PEM)")
-	flag.IntVar(&cfg.Port, "secure-port", 443, "HTTPS port")
+	cfg.AddFlags(flag.CommandLine, "/apiserver.local.config/certificates", "secure-port", 443)
 	flag.DurationVar(&cfg.Resync, "auth-resync", 10*time.Second, "how often to re-read "+authConfigMapNamespace+"/"+authConfigMapName)
 	flag.StringVar(&flunders, "flunders", "default/echo", "comma-separated namespace/name of the flunders served")
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the authentication ConfigMap with (default: in-cluster)")
@@ -74,11 +66,7 @@ func main() {
 		cfg.Log.Fatalf("client: %v", err)
 	}
 	cfg.ConfigMaps = cs.CoreV1().ConfigMaps(authConfigMapNamespace)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := Run(ctx, cfg); err != nil {
-		cfg.Log.Fatal(err)
-	}
+	tlsserve.Main(cfg.Log, func(ctx context.Context) error { return Run(ctx, cfg) })
 }
 
 // clientConfig is the in-cluster config of a pod, or a kubeconfig's when
@@ -136,33 +124,17 @@ func Handler(auth *atomic.Pointer[RequestHeaderConfig], flunders []types.Namespa
 // Run serves until ctx is done, keeping the requestheader configuration
 // fresh, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config) error {
-	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("load serving certificate: %w", err)
-	}
 	if cfg.ConfigMaps == nil {
 		return errors.New("no ConfigMap client")
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 10 * time.Second
 	}
-	ln := cfg.Listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port))); err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-	}
+	// Ask for, but do not require, a client certificate: the aggregator
+	// presents its proxy certificate, a kubelet probing /healthz none;
+	// authenticate verifies it against the CA of the moment.
+	cfg.ClientAuth = tls.RequestClientCert
 	var auth atomic.Pointer[RequestHeaderConfig]
-	srv := &http.Server{
-		Handler: Handler(&auth, cfg.Flunders),
-		// Ask for, but do not require, a client certificate: the
-		// aggregator presents its proxy certificate, a kubelet probing
-		// /healthz none; authenticate verifies it against the CA of the
-		// moment.
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          cfg.Log,
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -171,27 +143,10 @@ func Run(ctx context.Context, cfg Config) error {
 		defer wg.Done()
 		keepAuthFresh(ctx, cfg, &auth)
 	}()
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
-	logf(cfg.Log, "serving %s on %s", GroupVersion, ln.Addr())
-	var serveErr, shutErr error
-	select {
-	case serveErr = <-done:
-	case <-ctx.Done():
-		shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-		shutErr = srv.Shutdown(shutCtx)
-		stop()
-		serveErr = <-done
-	}
+	err := tlsserve.Run(ctx, cfg.Config, GroupVersion, Handler(&auth, cfg.Flunders))
 	cancel()
 	wg.Wait()
-	if !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	if shutErr != nil {
-		return fmt.Errorf("shutdown: %w", shutErr)
-	}
-	return nil
+	return err
 }
 
 // keepAuthFresh reads the authentication ConfigMap now and every

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -13,36 +11,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"skiff/e2e/testimages/testpki"
+	"skiff/e2e/testimages/tlsserve/tlsservetest"
 )
 
 // TestRun_ProxyIdentity_EchoedAndCARotationFollowed runs the server over
 // real TLS as a pod would: certificate files, the ConfigMap read through
 // the client, the aggregator's client certificate on the wire.
 func TestRun_ProxyIdentity_EchoedAndCARotationFollowed(t *testing.T) {
-	serving := testpki.NewCA(t, "serving-ca")
-	certFile, keyFile := testpki.WritePair(t, t.TempDir(), serving.Issue(t, "extapi", x509.ExtKeyUsageServerAuth))
+	srv := tlsservetest.New(t, "extapi")
 	fp := testpki.NewCA(t, "front-proxy-ca")
 	proxy := fp.Issue(t, "front-proxy-client", x509.ExtKeyUsageClientAuth)
 	cms := newFakeConfigMaps(authConfigMap(fp, `["front-proxy-client"]`))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{CertFile: certFile, KeyFile: keyFile, Listener: ln, ConfigMaps: cms,
+	srv.Start(t, func(ctx context.Context) error {
+		return Run(ctx, Config{Config: srv.Config, ConfigMaps: cms,
 			Resync: 20 * time.Millisecond, Flunders: []types.NamespacedName{{Namespace: "default", Name: "echo"}}})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: serving.Pool(), Certificates: []tls.Certificate{proxy}}}}
-	url := "https://" + ln.Addr().String()
+	})
+	client, url := srv.CA.Client(proxy), srv.URL
 	get := func(path string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, url+path, nil)
