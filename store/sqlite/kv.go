@@ -9,20 +9,20 @@ import (
 	"skiff/store"
 )
 
-// compactChunk bounds how many revisions one compaction transaction covers,
+// CompactChunk bounds how many revisions one compaction transaction covers,
 // so a large compaction is interleaved with writes instead of stalling them.
-const compactChunk = 10000
+const CompactChunk = 10000
 
 // Create stores a new key.
 func (s *Store) Create(ctx context.Context, key string, value []byte) (store.KeyValue, error) {
 	if err := checkKey(key); err != nil {
 		return store.KeyValue{}, err
 	}
-	r := s.submit(ctx, &op{kind: opCreate, key: key, value: value})
-	if r.err != nil {
-		return store.KeyValue{}, r.err
+	r := s.submit(ctx, Command{Kind: CmdCreate, Key: key, Value: value})
+	if r.Err != nil {
+		return store.KeyValue{}, r.Err
 	}
-	return r.kv, nil
+	return r.KV, nil
 }
 
 // Update replaces key's value if its ModRevision is expectedRev (0: any).
@@ -30,8 +30,8 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	if err := checkKey(key); err != nil {
 		return store.KeyValue{}, err
 	}
-	r := s.submit(ctx, &op{kind: opUpdate, key: key, value: value, expected: expectedRev})
-	return r.kv, r.err
+	r := s.submit(ctx, Command{Kind: CmdUpdate, Key: key, Value: value, Expected: expectedRev})
+	return r.KV, r.Err
 }
 
 // Delete removes key if its ModRevision is expectedRev (0: any).
@@ -39,17 +39,23 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRev int64) (stor
 	if err := checkKey(key); err != nil {
 		return store.KeyValue{}, 0, err
 	}
-	r := s.submit(ctx, &op{kind: opDelete, key: key, expected: expectedRev})
-	if r.err != nil {
-		if errors.Is(r.err, store.ErrConflict) {
-			return r.kv, 0, r.err
-		}
-		return store.KeyValue{}, 0, r.err
-	}
-	return r.kv, r.rev, nil
+	r := s.submit(ctx, Command{Kind: CmdDelete, Key: key, Expected: expectedRev})
+	return DeleteResult(r)
 }
 
-// Compact discards history at and below rev, in chunks of compactChunk
+// DeleteResult turns a Delete command's Result into Store.Delete's returns:
+// the previous value only with success or ErrConflict.
+func DeleteResult(r Result) (store.KeyValue, int64, error) {
+	if r.Err != nil {
+		if errors.Is(r.Err, store.ErrConflict) {
+			return r.KV, 0, r.Err
+		}
+		return store.KeyValue{}, 0, r.Err
+	}
+	return r.KV, r.Rev, nil
+}
+
+// Compact discards history at and below rev, in chunks of CompactChunk
 // revisions, each ordered with the writes around it.
 func (s *Store) Compact(ctx context.Context, rev int64) error {
 	from := s.compact.Load()
@@ -57,9 +63,9 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 		return fmt.Errorf("%w: compact to %d, current revision is %d", store.ErrFutureRevision, rev, s.rev.Load())
 	}
 	for next := from; next < rev; {
-		next = min(next+compactChunk, rev)
-		if r := s.submit(ctx, &op{kind: opCompact, expected: next}); r.err != nil {
-			return r.err
+		next = min(next+CompactChunk, rev)
+		if r := s.submit(ctx, Command{Kind: CmdCompact, Expected: next}); r.Err != nil {
+			return r.Err
 		}
 	}
 	return nil

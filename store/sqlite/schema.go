@@ -1,5 +1,10 @@
 package sqlite
 
+import (
+	"context"
+	"database/sql"
+)
+
 // The log: one row per revision. A key's rows form a chain through prev_rev
 // (0 for the first row of a key, otherwise the rev of the key's previous row,
 // which may be a tombstone when the key is re-created). Because a chain only
@@ -31,16 +36,22 @@ CREATE UNIQUE INDEX IF NOT EXISTS kv_key_prev ON kv (key, prev_rev);
 CREATE TABLE IF NOT EXISTS meta (
 	id          INTEGER PRIMARY KEY CHECK (id = 1),
 	current_rev INTEGER NOT NULL,
-	compact_rev INTEGER NOT NULL
+	compact_rev INTEGER NOT NULL,
+	applied_index INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO meta (id, current_rev, compact_rev) VALUES (1, 1, 0);
 `
 
 const (
-	sqlLatest = `SELECT rev, created, deleted, value FROM kv WHERE key = ? ORDER BY prev_rev DESC LIMIT 1`
-	sqlInsert = `INSERT INTO kv (rev, key, created, prev_rev, deleted, value) VALUES (?, ?, ?, ?, ?, ?)`
-	sqlMeta   = `SELECT current_rev, compact_rev FROM meta WHERE id = 1`
-	sqlSetRev = `UPDATE meta SET current_rev = ? WHERE id = 1`
+	sqlLatest  = `SELECT rev, created, deleted, value FROM kv WHERE key = ? ORDER BY prev_rev DESC LIMIT 1`
+	sqlInsert  = `INSERT INTO kv (rev, key, created, prev_rev, deleted, value) VALUES (?, ?, ?, ?, ?, ?)`
+	sqlMeta    = `SELECT current_rev, compact_rev FROM meta WHERE id = 1`
+	sqlMetaAll = `SELECT current_rev, compact_rev, applied_index FROM meta WHERE id = 1`
+	// applied_index is the Raft index of the last batch applied (0 for a
+	// store with its own committer); added after the first release, so
+	// migrate adds it to older databases.
+	sqlSetApplied = `UPDATE meta SET applied_index = ? WHERE id = 1`
+	sqlSetRev     = `UPDATE meta SET current_rev = ? WHERE id = 1`
 
 	// A row is live at revision R when it is not a tombstone, its rev <= R and
 	// no successor with rev <= R exists. Listing walks kv_key_prev in key order
@@ -71,3 +82,20 @@ ORDER BY kv.rev LIMIT ?5`
 	sqlCompactTombstones = `DELETE FROM kv WHERE rev > ?1 AND rev <= ?2 AND deleted = 1`
 	sqlSetCompact        = `UPDATE meta SET compact_rev = ? WHERE id = 1`
 )
+
+// migrate creates the schema, and adds the columns later releases added to a
+// database an earlier one made.
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('meta') WHERE name = 'applied_index'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		_, err := db.ExecContext(ctx, `ALTER TABLE meta ADD COLUMN applied_index INTEGER NOT NULL DEFAULT 0`)
+		return err
+	}
+	return nil
+}

@@ -8,9 +8,11 @@
 // power cut or kernel panic, and an edge box loses power; group commit
 // (many writers' operations in one transaction, one fsync) pays for FULL.
 //
-// Revisions are assigned in exactly one place, apply (see apply.go), by a
-// single committer goroutine, in the order operations are applied: the same
-// sequence of operations on the same state always yields the same revisions.
+// Revisions are assigned in exactly one place, Apply (apply.go), in the
+// order commands are applied: the same sequence of commands on the same
+// state always yields the same revisions. The single-server committer calls
+// it with the writes it gathers; a Raft FSM (store/raft) opens the store as
+// a Replica and calls it with the log's entries.
 package sqlite
 
 import (
@@ -44,6 +46,10 @@ type Config struct {
 	WatchBuffer int
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger
+	// Replica opens the store for a replicated log: no committer runs, the
+	// store's own Create, Update, Delete and Compact fail with ErrReplica,
+	// and writes come only through Apply.
+	Replica bool
 }
 
 // Store is the SQLite backend. It implements store.Store.
@@ -64,8 +70,10 @@ type Store struct {
 	wstmt writeStmts
 	rstmt readStmts
 
-	rev     atomic.Int64 // last committed revision
-	compact atomic.Int64 // last compacted revision
+	applyMu sync.Mutex    // serialises Apply and Restore
+	rev     atomic.Int64  // last committed revision
+	compact atomic.Int64  // last compacted revision
+	applied atomic.Uint64 // Index of the last batch applied with one
 	hub     *hub
 }
 
@@ -97,12 +105,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
-	if _, err := wdb.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, wdb); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("sqlite: create schema in %s: %w", cfg.Path, err)
 	}
-	var cur, cmp int64
-	if err := wdb.QueryRowContext(ctx, sqlMeta).Scan(&cur, &cmp); err != nil {
+	var cur, cmp, applied int64
+	if err := wdb.QueryRowContext(ctx, sqlMetaAll).Scan(&cur, &cmp, &applied); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("sqlite: read revisions: %w", err)
 	}
@@ -136,12 +144,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.rev.Store(cur)
 	s.compact.Store(cmp)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.commitLoop(bgCtx)
-	}()
-	if cfg.CompactInterval > 0 {
+	s.applied.Store(uint64(applied))
+	if cfg.Replica {
+		close(s.stopped) // no committer
+	} else {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.commitLoop(bgCtx)
+		}()
+	}
+	if cfg.CompactInterval > 0 && !cfg.Replica {
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()

@@ -244,3 +244,19 @@ func (w *watcher) readPage(ctx context.Context, end string) ([]store.Event, erro
 	}
 	return events, rows.Err()
 }
+
+// reset ends every subscription with err and restarts the published
+// revision at rev (after a Restore, whose history no watcher saw).
+func (h *hub) reset(rev int64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs == nil {
+		return
+	}
+	for sb := range h.subs {
+		sb.err = err
+		close(sb.ch)
+		delete(h.subs, sb)
+	}
+	h.rev = rev
+}
