@@ -38,6 +38,11 @@ var (
 	ErrWatcherTooSlow = errors.New("store: watcher fell behind and was closed")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable: the store cannot serve the request now — a replicated
+	// store without a quorum or a leader, an unreachable external datastore.
+	// The write was not acknowledged (it may still be applied later, as
+	// with a timeout); the API answers 503 with Retry-After.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // KeyValue is one key at one revision.

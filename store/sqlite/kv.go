@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
+	"time"
 
 	"skiff/store"
 )
@@ -81,6 +83,11 @@ func (s *Store) Get(ctx context.Context, key string) (store.KeyValue, error) {
 	}
 	var r row
 	err := s.rstmt.latest.QueryRowContext(ctx, key).Scan(&r.rev, &r.created, &r.deleted, &r.value)
+	if err == nil {
+		if werr := s.awaitVisible(ctx, r.rev); werr != nil {
+			return store.KeyValue{}, werr
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.deleted) {
 		return store.KeyValue{}, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 	}
@@ -116,6 +123,9 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListRes
 	defer tx.Rollback()
 	rev, err = snapshotRevision(ctx, tx, rev)
 	if err != nil {
+		return store.ListResult{}, err
+	}
+	if err := s.awaitVisible(ctx, rev); err != nil {
 		return store.ListResult{}, err
 	}
 
@@ -171,4 +181,32 @@ func snapshotRevision(ctx context.Context, tx *sql.Tx, rev int64) (int64, error)
 		return 0, fmt.Errorf("%w: revision %d, current is %d", store.ErrFutureRevision, rev, cur)
 	}
 	return rev, nil
+}
+
+// awaitVisible returns once CurrentRevision has caught up with rev, a
+// revision a read saw: Apply's commit is visible to readers a moment before
+// it advances s.rev, and no read may be ahead of CurrentRevision. The gap is
+// the few instructions between tx.Commit and s.rev.Store, so it spins; the
+// bound covers a Restore that moved the revision back meanwhile.
+func (s *Store) awaitVisible(ctx context.Context, rev int64) error {
+	var deadline time.Time
+	for i := 0; s.rev.Load() < rev; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.isClosed() {
+			return store.ErrClosed
+		}
+		if i < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(time.Second)
+		} else if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
 }

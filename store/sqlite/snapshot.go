@@ -36,6 +36,30 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	return nil
 }
 
+// BackupFile writes a consistent copy of the database file dbPath to dst
+// (which must not exist) without opening a Store: `skiff snapshot save`
+// runs it in its own process beside a running server, which WAL allows
+// (a reader in another process sees the last committed state). The
+// database is opened read-only and must be a skiff database.
+func BackupFile(ctx context.Context, dbPath, dst string) error {
+	if _, err := ReadMeta(ctx, dbPath); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("sqlite: backup to %s: %w", dst, os.ErrExist) // not removed below: it is not ours
+	}
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("sqlite: backup %s to %s: %w", dbPath, dst, err)
+	}
+	return nil
+}
+
 // Meta is what a database file records about itself.
 type Meta struct {
 	Revision, Compacted int64
@@ -124,4 +148,26 @@ func (s *Store) Restore(ctx context.Context, path string) error {
 	s.applied.Store(m.AppliedIndex)
 	s.hub.reset(m.Revision, ErrRestoreWatch)
 	return nil
+}
+
+// ResetAppliedIndex records applied index 0 in the database file at path,
+// which no Store may have open. A Raft log that starts afresh at index 1
+// (a cluster bootstrapped from a snapshot, or from a single server's
+// database) then applies to it instead of being skipped as already applied.
+func ResetAppliedIndex(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	defer db.Close()
+	if err := migrate(ctx, db); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, sqlSetApplied, 0); err != nil {
+		return fmt.Errorf("sqlite: reset applied index of %s: %w", path, err)
+	}
+	return db.Close()
 }
