@@ -48,7 +48,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCommand(), newAgentCommand(), newImagesCommand(), join.TokenCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAgentCommand(), newImagesCommand(), join.TokenCommand(), newVersionCommand(), newSnapshotCommand())
 	return root
 }
 
@@ -80,6 +80,7 @@ func newServerCommand() *cobra.Command {
 			cfg.Logger = newLogger()
 			cfg.Version = versionInfo()
 			cfg.ClusterDNS = acfg.ClusterDNS
+			cfg.Snapshots.Node = acfg.NodeName
 			if disableAgent {
 				return server.Run(cmd.Context(), cfg)
 			}
@@ -117,6 +118,7 @@ func newServerCommand() *cobra.Command {
 	f.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files to keep (0: all)")
 	f.BoolVar(&disableAgent, "disable-agent", false, "run only the control plane, without a local node")
 	addNodeFlags(f, &acfg)
+	addSnapshotFlags(f, &cfg.Snapshots) // snapshotcmd.go
 	return withConfig(cmd)
 }
 

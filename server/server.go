@@ -107,6 +107,8 @@ type Config struct {
 	Token string
 	// Audit is the API audit log (--audit-policy-file, --audit-log-*).
 	Audit AuditConfig
+	// Snapshots is the state store's snapshot schedule (snapshots.go).
+	Snapshots SnapshotConfig
 }
 
 // AuditConfig is kube-apiserver's audit log options. Without a policy
@@ -139,11 +141,21 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	started := time.Now()
+	dirLock, err := lockDataDir(cfg.DataDir) // snapshots.go
+	if err != nil {
+		return err
+	}
+	defer dirLock.Close()
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: StorePath(cfg.DataDir), CompactInterval: cfg.CompactInterval, Logger: log.With("component", "store")})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	stopSnapshots, err := startSnapshots(ctx, cfg, st, log.With("component", "snapshot")) // snapshots.go
+	if err != nil {
+		return err
+	}
+	defer stopSnapshots() // before the store closes
 
 	_, serviceNet, err := net.ParseCIDR(cfg.ServiceCIDR)
 	if err != nil {
