@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,6 +109,13 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	b, _ := json.Marshal(s)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
+	// An unavailable store says when to retry in the header too: client-go
+	// honours Retry-After on 5xx and retries, possibly on another server.
+	// (429s keep theirs as they are: flow control sets its own header,
+	// an eviction's budget refusal is not retried by the client.)
+	if s.Details != nil && s.Details.RetryAfterSeconds > 0 && code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
+	}
 	w.WriteHeader(code)
 	w.Write(b)
 }

@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
@@ -180,6 +181,13 @@ func APIError(err error, res *registry.Resource, name string) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
 	case errors.Is(err, store.ErrFutureRevision):
 		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %v", err), 1)
+	case errors.Is(err, store.ErrUnavailable):
+		// No quorum or no leader (HA store) or the datastore is down: the
+		// write did not happen or its outcome is unknown; the client
+		// should retry, possibly through another server.
+		st := apierrors.NewServiceUnavailable(fmt.Sprintf("the store is unavailable: %v", err))
+		st.ErrStatus.Details = &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Name: name, RetryAfterSeconds: 1}
+		return st
 	case errors.Is(err, context.DeadlineExceeded):
 		return apierrors.NewTimeoutError(err.Error(), 1)
 	case errors.Is(err, context.Canceled):
