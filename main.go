@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -81,8 +82,9 @@ func newServerCommand() *cobra.Command {
 			cfg.Version = versionInfo()
 			cfg.ClusterDNS = acfg.ClusterDNS
 			cfg.Snapshots.Node = acfg.NodeName
-			if disableAgent {
-				return server.Run(cmd.Context(), cfg)
+			cfg.NodeName = acfg.NodeName
+			if disableAgent || cfg.Datastore.ClusterReset {
+				return clusterResetDone(cmd, server.Run(cmd.Context(), cfg))
 			}
 			acfg.DataDir, acfg.ClusterCIDR, acfg.ClusterDomain = cfg.DataDir, cfg.ClusterCIDR, cfg.ClusterDomain
 			acfg.ServiceCIDR = cfg.ServiceCIDR
@@ -118,8 +120,20 @@ func newServerCommand() *cobra.Command {
 	f.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files to keep (0: all)")
 	f.BoolVar(&disableAgent, "disable-agent", false, "run only the control plane, without a local node")
 	addNodeFlags(f, &acfg)
-	addSnapshotFlags(f, &cfg.Snapshots) // snapshotcmd.go
+	addSnapshotFlags(f, &cfg.Snapshots)  // snapshotcmd.go
+	addDatastoreFlags(f, &cfg.Datastore) // datastoreflags.go
+	cmd.AddCommand(newMembersCommand()) // membercmd.go
 	return withConfig(cmd)
+}
+
+// clusterResetDone turns --cluster-reset's success into exit 0 with its
+// message, as k3s does; other results pass.
+func clusterResetDone(cmd *cobra.Command, err error) error {
+	if errors.Is(err, server.ErrClusterReset) {
+		fmt.Fprintln(cmd.ErrOrStderr(), err.Error())
+		return nil
+	}
+	return err
 }
 
 // versionInfo is what /version and `skiff version` report. The Kubernetes

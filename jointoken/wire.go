@@ -36,3 +36,30 @@ type NodeCertsResponse struct {
 	// CACert is the CA bundle PEM, as served at CACertsPath.
 	CACert string `json:"caCert"`
 }
+
+// Paths of the server join protocol: a server started with --server and
+// the server token fetches the cluster's shared secrets, then asks to
+// become a member of the embedded store. Only the server token's secret
+// is accepted on them (a bootstrap token or a node certificate is not).
+const (
+	// ServerBootstrapPath (POST) answers a ServerBootstrapResponse.
+	ServerBootstrapPath = "/v1-skiff/server-bootstrap"
+	// ServerJoinPath (POST a ServerJoinRequest) adds the caller as a
+	// voting member of the Raft store.
+	ServerJoinPath = "/v1-skiff/server-join"
+)
+
+// ServerBootstrapResponse carries what every server of a cluster shares,
+// as k3s servers share their bootstrap data: the cluster CA and its key,
+// the service-account signing key, the front-proxy CA; by file name in
+// the server's TLS directory.
+type ServerBootstrapResponse struct {
+	Files map[string][]byte `json:"files"`
+}
+
+// ServerJoinRequest names the joining server's member: its ID (the node
+// name) and the host:port of its Raft transport.
+type ServerJoinRequest struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}

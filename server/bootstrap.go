@@ -9,17 +9,15 @@ import (
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/ptr"
 
+	"skiff/server/apiendpoints"
 	"skiff/server/auth/rbac"
 )
 
@@ -37,8 +35,8 @@ type bootstrapAddrs struct {
 	serviceIP  net.IP     // default/kubernetes
 	serviceNet *net.IPNet // the Service range
 	clusterDNS net.IP     // kube-system/kube-dns (nil: none)
-	advertise  net.IP     // where in-cluster clients reach the API
-	port       int
+	port       int        // the API's port (default/kubernetes targets it)
+	endpoints  *apiendpoints.Reconciler
 }
 
 func bootstrap(ctx context.Context, rt http.RoundTripper, a bootstrapAddrs, log *slog.Logger) error {
@@ -55,7 +53,9 @@ func bootstrap(ctx context.Context, rt http.RoundTripper, a bootstrapAddrs, log 
 	if err := kubernetesService(ctx, cs, a.serviceIP, a.port); err != nil {
 		return err
 	}
-	if err := kubernetesEndpoints(ctx, cs, a.advertise, a.port); err != nil {
+	// The endpoints before anything reads them (agents' load balancers,
+	// the proxy); apiendpoints keeps them up to date from here on.
+	if err := a.endpoints.Reconcile(ctx); err != nil {
 		return err
 	}
 	switch {
@@ -145,58 +145,6 @@ func kubeDNSService(ctx context.Context, cs kubernetes.Interface, ip net.IP) err
 	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("service kube-system/kube-dns: %w", err)
-	}
-	return nil
-}
-
-// kubernetesEndpoints point the kubernetes Service at this server, as
-// kube-apiserver's endpoint reconciler does: an Endpoints object (marked so
-// nothing mirrors it) and an EndpointSlice, both named kubernetes.
-func kubernetesEndpoints(ctx context.Context, cs kubernetes.Interface, ip net.IP, port int) error {
-	eps := &corev1.Endpoints{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: ip.String()}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: int32(port), Protocol: corev1.ProtocolTCP}},
-		}},
-	}
-	endpoints := cs.CoreV1().Endpoints(metav1.NamespaceDefault)
-	cur, err := endpoints.Get(ctx, eps.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = endpoints.Create(ctx, eps, metav1.CreateOptions{})
-	case err == nil && !equality.Semantic.DeepEqual(cur.Subsets, eps.Subsets):
-		cur.Subsets, cur.Labels = eps.Subsets, eps.Labels
-		_, err = endpoints.Update(ctx, cur, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("endpoints default/kubernetes: %w", err)
-	}
-	family := discoveryv1.AddressTypeIPv4
-	if ip.To4() == nil {
-		family = discoveryv1.AddressTypeIPv6
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
-		AddressType: family,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	slices := cs.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
-	curSlice, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
-	case err == nil && (curSlice.AddressType != slice.AddressType || !equality.Semantic.DeepEqual(curSlice.Endpoints, slice.Endpoints) || !equality.Semantic.DeepEqual(curSlice.Ports, slice.Ports)):
-		// The address type is immutable: replace the slice.
-		if err = slices.Delete(ctx, slice.Name, metav1.DeleteOptions{}); err == nil {
-			_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("endpointslice default/kubernetes: %w", err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"skiff/server/admission/policy"
 	"skiff/server/admission/resourcequota"
 	admissionwebhook "skiff/server/admission/webhook"
+	"skiff/server/apiendpoints"
 	"skiff/server/apiserver"
 	"skiff/server/auth"
 	"skiff/server/auth/node"
@@ -40,12 +42,12 @@ import (
 	"skiff/server/defaults"
 	"skiff/server/flowcontrol"
 	"skiff/server/join"
+	"skiff/server/members"
 	"skiff/server/quota"
 	"skiff/server/registry"
 	"skiff/server/storage"
 	"skiff/server/validation"
 	"skiff/server/webhook"
-	"skiff/store/sqlite"
 )
 
 // Config is everything `skiff server` is told.
@@ -109,6 +111,11 @@ type Config struct {
 	Audit AuditConfig
 	// Snapshots is the state store's snapshot schedule (snapshots.go).
 	Snapshots SnapshotConfig
+	// Datastore chooses the state store (datastore.go).
+	Datastore DatastoreConfig
+	// NodeName is this server's node name: its member ID in the embedded
+	// cluster (the host name if empty).
+	NodeName string
 }
 
 // AuditConfig is kube-apiserver's audit log options. Without a policy
@@ -146,26 +153,32 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer dirLock.Close()
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: StorePath(cfg.DataDir), CompactInterval: cfg.CompactInterval, Logger: log.With("component", "store")})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer st.Close()
-	stopSnapshots, err := startSnapshots(ctx, cfg, st, log.With("component", "snapshot")) // snapshots.go
-	if err != nil {
-		return err
-	}
-	defer stopSnapshots() // before the store closes
-
 	_, serviceNet, err := net.ParseCIDR(cfg.ServiceCIDR)
 	if err != nil {
 		return fmt.Errorf("--service-cidr %q: %w", cfg.ServiceCIDR, err)
 	}
 	serviceIP := firstIP(serviceNet)
+	// A server joining a cluster first receives its CA and keys
+	// (datastore.go); Ensure then makes the rest from them.
+	if err := fetchClusterFiles(ctx, cfg, log.With("component", "join")); err != nil {
+		return err
+	}
 	bundle, err := certs.Ensure(certs.Config{Dir: TLSDir(cfg.DataDir), Addresses: hostAddresses(), ServiceIP: serviceIP, ClusterDomain: cfg.ClusterDomain, ExtraSANs: cfg.TLSSANs})
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
+	ds, err := openDatastore(ctx, cfg, bundle, log.With("component", "store")) // datastore.go
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	st := ds.Store
+	log.Info("state store open", "datastore", ds.kind)
+	stopSnapshots, err := startSnapshots(ctx, cfg, st, log.With("component", "snapshot")) // snapshots.go
+	if err != nil {
+		return err
+	}
+	defer stopSnapshots() // before the store closes
 	serverToken, err := join.EnsureServerToken(cfg.DataDir, cfg.Token, bundle.CAHash())
 	if err != nil {
 		return fmt.Errorf("server token: %w", err)
@@ -253,7 +266,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Tokens:             tokenIssuer{serviceaccount.NewIssuer(saKey, "")},
 		MinTokenExpiration: cfg.MinTokenExpiration,
 		Metrics:            apiserver.NewMetrics(metricsReg),
-		Extra: map[string]http.Handler{
+		Extra: extraHandlers(ds, map[string]http.Handler{
 			"/openapi/*": oapi,
 			"/metrics":   promhttp.HandlerFor(metricsReg, promhttp.HandlerOpts{}),
 			// OIDC discovery of the service-account issuer; RBAC lets
@@ -265,7 +278,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"/debug/pprof/*":       http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
-		},
+		}),
 		Admission: []apiserver.Admitter{
 			admission.NodeRestriction{}, // before ServiceAccount: it checks mirror pods as sent
 			admission.ServiceAccount{Get: lookups},
@@ -295,7 +308,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:  log.With("component", "apiserver"),
 		Checks: []apiserver.Check{
 			{Name: "ping", Check: func(context.Context) error { return nil }},
-			{Name: "etcd", Check: func(ctx context.Context) error { _, err := st.CurrentRevision(ctx); return err }},
+			// The store check fails on a server cut off from its cluster's
+			// majority, so load balancers and agents skip it.
+			{Name: "etcd", Check: ds.ready},
 			{Name: "poststarthook/rbac/bootstrap-roles", ReadyOnly: true, Check: func(context.Context) error {
 				if !bootstrapped.Load() {
 					return errors.New("not finished")
@@ -352,23 +367,79 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return fmt.Errorf("service addresses: %w", err)
 	}
+	apiPort := ln.Addr().(*net.TCPAddr).Port
+	endpoints, err := newEndpointsReconciler(cfg, apfClient, apiPort, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	if err := bootstrap(ctx, api.Transport(system), bootstrapAddrs{serviceIP: serviceIP, serviceNet: serviceNet, clusterDNS: net.ParseIP(cfg.ClusterDNS),
-		advertise: advertiseAddress(cfg.AdvertiseAddress), port: ln.Addr().(*net.TCPAddr).Port}, log); err != nil {
+		port: apiPort, endpoints: endpoints}, log); err != nil {
 		ln.Close()
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	bootstrapped.Store(true)
+	// Every server keeps itself in default/kubernetes while it serves, and
+	// takes itself out on the way down (before the store closes).
+	endpointsDone := make(chan struct{})
+	go func() { defer close(endpointsDone); _ = endpoints.Run(ctx) }()
+	defer func() { cancel(); <-endpointsDone }()
+	if ds.member != nil {
+		membersDone := make(chan struct{})
+		go func() {
+			defer close(membersDone)
+			c := members.NewNodeController(members.Config{Client: apfClient, Cluster: ds.member, Logger: log.With("component", "members")})
+			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("member controller stopped", "err", err)
+			}
+		}()
+		defer func() { cancel(); <-membersDone }()
+	}
 	go allocator.Repair(ctx, lookups, 3*time.Minute)
 	if err := startControlLoops(ctx, cfg, api, bundle, log); err != nil {
 		ln.Close()
 		return err
 	}
-	joins, err := newJoinHandler(ctx, api, system, bundle, serverToken.Secret, log)
+	joins, err := newJoinHandler(ctx, api, system, bundle, serverToken.Secret, joinMembers(cfg, ds), log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	return serve(ctx, cfg, ln, bundle, joins.Wrap(api.Handler()), log, started)
+}
+
+// extraHandlers adds to base the endpoints only some datastores have: the
+// embedded cluster's members (skiff server members).
+func extraHandlers(ds *datastore, base map[string]http.Handler) map[string]http.Handler {
+	if ds.member != nil {
+		h := members.Handler(ds.member)
+		base[members.Path] = h
+		base[members.Path+"/*"] = h
+	}
+	return base
+}
+
+// memberName is this server's name among the servers: its Raft member ID
+// and its record in the kubernetes endpoints (the node name, else the
+// host name).
+func memberName(cfg Config) (string, error) {
+	if cfg.NodeName != "" {
+		return cfg.NodeName, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("member name: %w", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// newEndpointsReconciler keeps this server in default/kubernetes.
+func newEndpointsReconciler(cfg Config, cs kubernetes.Interface, port int, log *slog.Logger) (*apiendpoints.Reconciler, error) {
+	name, err := memberName(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return apiendpoints.New(apiendpoints.Config{Client: cs, Identity: name, IP: advertiseAddress(cfg.AdvertiseAddress), Port: port, Logger: log})
 }
 
 // serve serves TLS on ln, writes the admin kubeconfig and serves until ctx
@@ -443,14 +514,14 @@ func hostAddresses() []net.IP {
 
 // newJoinHandler serves /cacerts and /v1-skiff/node-certs beside the API
 // and starts the loop that deletes expired join tokens.
-func newJoinHandler(ctx context.Context, api *apiserver.Server, system *auth.User, bundle *certs.Bundle, secret string, log *slog.Logger) (*join.Handler, error) {
+func newJoinHandler(ctx context.Context, api *apiserver.Server, system *auth.User, bundle *certs.Bundle, secret string, members joinSetup, log *slog.Logger) (*join.Handler, error) {
 	cs, err := kubernetes.NewForConfig(inProcessConfig(api.Transport(system)))
 	if err != nil {
 		return nil, err
 	}
 	caCert, caKey := bundle.CA()
 	h, err := join.New(join.Config{CACert: caCert, CAKey: caKey, CAPEM: bundle.CACertPEM(), ServerSecret: secret,
-		Client: cs, ServerAddresses: hostAddresses(), Logger: log.With("component", "join")})
+		Client: cs, ServerAddresses: hostAddresses(), ClusterFiles: members.files, Members: members.adder, Logger: log.With("component", "join")})
 	if err != nil {
 		return nil, err
 	}

@@ -24,47 +24,10 @@ import (
 
 const maxResponse = 1 << 20
 
-// fetchVerifiedCA downloads the CA bundle without verifying the server
-// (there is nothing to verify it with yet) and accepts it only if its hash
-// is the token's.
+// fetchVerifiedCA downloads the CA bundle and accepts it only if its hash
+// is the token's (jointoken.FetchVerifiedCA).
 func fetchVerifiedCA(ctx context.Context, cfg Config, tok jointoken.Token) ([]byte, error) {
-	client := &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // checked against the token's hash below
-		Proxy:           http.ProxyFromEnvironment,
-	}}
-	defer client.CloseIdleConnections()
-	u := strings.TrimSuffix(cfg.ServerURL, "/") + jointoken.CACertsPath
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("join: %w", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("join: fetch the CA from %s: %w", cfg.ServerURL, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return nil, fmt.Errorf("join: fetch the CA from %s: %w", cfg.ServerURL, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("join: fetch the CA from %s: %s", u, resp.Status)
-	}
-	if got := jointoken.CAHash(body); got != tok.CAHash {
-		return nil, fmt.Errorf("join: the server's CA (sha256 %s) does not match the token's hash (%s): refusing to trust %s: %w",
-			abbrev(got), abbrev(tok.CAHash), cfg.ServerURL, ErrCAMismatch)
-	}
-	if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(body) {
-		return nil, fmt.Errorf("join: the CA served by %s holds no certificate", cfg.ServerURL)
-	}
-	return body, nil
-}
-
-func abbrev(h string) string {
-	if len(h) > 16 {
-		return h[:16] + "…"
-	}
-	return h
+	return jointoken.FetchVerifiedCA(ctx, cfg.ServerURL, tok.CAHash, cfg.Timeout)
 }
 
 type authMode int

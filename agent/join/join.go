@@ -24,7 +24,7 @@ import (
 // Sentinel errors, wrapped by what Join and Renew return.
 var (
 	// ErrCAMismatch: the server's CA is not the one the token names.
-	ErrCAMismatch = errors.New("the server's CA does not match the token")
+	ErrCAMismatch = jointoken.ErrCAMismatch
 	// ErrUnauthorized: the server refused the token (401).
 	ErrUnauthorized = errors.New("the server refused the token")
 	// ErrForbidden: the server refused the node (403), e.g. its name is

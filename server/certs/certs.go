@@ -347,3 +347,22 @@ func (b *Bundle) ServerTLSConfig() *tls.Config {
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
 }
+
+// IssuePeerCert signs a certificate with a fresh key that serves and
+// dials, for the members of the embedded store (their Raft transport
+// verifies both ends against the cluster CA).
+func (b *Bundle) IssuePeerCert(cn string, ips []net.IP, dnsNames []string, ttl time.Duration) (tls.Certificate, error) {
+	certPEM, keyPEM, err := b.ca.issueWithNewKey(leafSpec{cn: cn, dns: dnsNames, ips: ips,
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, ttl: ttl})
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// SharedFiles are the files of Dir every server of a cluster must hold
+// alike: the CAs with their keys and the service-account key. A joining
+// server receives them before Ensure makes the rest.
+func SharedFiles() []string {
+	return []string{CACertFile, CAKeyFile, SAKeyFile, FrontProxyCACertFile, FrontProxyCAKeyFile}
+}

@@ -55,6 +55,13 @@ type Config struct {
 	// running beside the server), so no remote node can get a cert for
 	// the API server's address.
 	ServerAddresses []net.IP
+	// ClusterFiles returns the secrets every server shares (by file name),
+	// served to a server joining with the server token; nil: this server
+	// lets no server join.
+	ClusterFiles func() (map[string][]byte, error)
+	// Members adds joining servers to the embedded Raft store; nil when the
+	// store is not one (SQLite, external etcd), and a join is refused.
+	Members MemberAdder
 	// CertTTL is the node certificates' lifetime (DefaultCertTTL if 0).
 	CertTTL time.Duration
 	// Now is the clock (time.Now if nil).
@@ -93,7 +100,7 @@ func New(cfg Config) (*Handler, error) {
 // next.
 func (h *Handler) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == jointoken.CACertsPath || r.URL.Path == jointoken.NodeCertsPath {
+		if isJoinPath(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -101,7 +108,16 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// ServeHTTP serves /cacerts and /v1-skiff/node-certs.
+func isJoinPath(p string) bool {
+	switch p {
+	case jointoken.CACertsPath, jointoken.NodeCertsPath, jointoken.ServerBootstrapPath, jointoken.ServerJoinPath:
+		return true
+	}
+	return false
+}
+
+// ServeHTTP serves /cacerts, /v1-skiff/node-certs and the server join
+// paths (servers.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == jointoken.CACertsPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -109,7 +125,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(h.cfg.CAPEM)
 	case r.URL.Path == jointoken.NodeCertsPath && r.Method == http.MethodPost:
 		h.nodeCerts(w, r)
-	case r.URL.Path == jointoken.CACertsPath || r.URL.Path == jointoken.NodeCertsPath:
+	case r.URL.Path == jointoken.ServerBootstrapPath && r.Method == http.MethodPost:
+		h.serverBootstrap(w, r)
+	case r.URL.Path == jointoken.ServerJoinPath && r.Method == http.MethodPost:
+		h.serverJoin(w, r)
+	case isJoinPath(r.URL.Path):
 		writeStatus(w, apierrors.NewMethodNotSupported(nodeCertsResource, r.Method))
 	default:
 		writeStatus(w, apierrors.NewNotFound(nodeCertsResource, ""))

@@ -93,7 +93,7 @@ func (s *Store) onLeader(ctx context.Context, typ rpcType, id, addr string, loca
 	}
 	c, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
 	defer cancel()
-	var last error = errors.New("no leader")
+	last := fmt.Errorf("%w: no leader known", store.ErrUnavailable) // retried: one may be elected before the deadline
 	for {
 		var err error
 		if s.raft.State() == hraft.Leader {
@@ -204,3 +204,6 @@ func (s *Store) fixOwnAddress() {
 
 // Addr is the address this member advertises to the others.
 func (s *Store) Addr() string { return s.stream.Addr().String() }
+
+// ID is this member's ID.
+func (s *Store) ID() string { return s.cfg.ID }
