@@ -19,7 +19,9 @@ import (
 // Config is everything `skiff agent` (or the agent inside `skiff server`) is
 // told.
 type Config struct {
-	// ServerURL is the server to join, https://host:6443.
+	// ServerURL is the server to join, https://host:6443: the first server
+	// of the agent's API load balancer, which the agent's clients dial
+	// instead (see Run).
 	ServerURL string
 	// Token is the join token (K10<ca-hash>::server:<secret>).
 	Token string
@@ -146,7 +148,11 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Run joins the cluster and runs the node until ctx ends.
+// Run joins the cluster and runs the node until ctx ends. Every request to
+// the API servers, the join included, goes through the agent's client-side
+// load balancer (agent/loadbalancer), which starts at --server, learns the
+// other servers from the default/kubernetes Endpoints, keeps them in
+// <DataDir>/agent/etc and fails over between them on its own.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -155,9 +161,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	n, err := start(ctx, cfg)
+	// The API load balancer first: the join goes through it, and so does
+	// every client after it.
+	b, err := newBalancer(cfg)
 	if err != nil {
 		return err
 	}
-	return n.run(ctx)
+	g := newLoops(ctx)
+	g.Go("loadbalancer", b.lb.Run)
+	n, err := start(g.ctx, cfg, b, g)
+	if err != nil {
+		if lerr := g.Stop(); lerr != nil {
+			return lerr // the cause of start's failure
+		}
+		return err
+	}
+	return n.run(g)
 }

@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"skiff/agent/join"
 	"skiff/agent/kubelet"
+	"skiff/agent/loadbalancer"
 	"skiff/agent/nodestatus"
 	"skiff/agent/podcertificate"
 	"skiff/agent/stream"
@@ -37,6 +36,7 @@ type node struct {
 	cfg      Config
 	log      *slog.Logger
 	creds    *join.Credentials
+	lb       *loadbalancer.LB // the API load balancer every client dials
 	client   kubernetes.Interface
 	runtime  *containers.Runtime
 	images   *images.Store
@@ -53,30 +53,31 @@ type node struct {
 	started    time.Time
 }
 
-// start joins, starts containerd, registers the Node and brings up the pod
-// network; the long-running loops start in run.
-func start(ctx context.Context, cfg Config) (*node, error) {
-	n := &node{cfg: cfg, log: cfg.Logger, started: time.Now()}
+// start joins through the balancer, starts containerd, registers the Node
+// and brings up the pod network; the long-running loops start in run. The
+// balancer's own loops (it must serve the join) and the watch that feeds
+// it the servers run in g from the start.
+func start(ctx context.Context, cfg Config, b *balancer, g *loops) (*node, error) {
+	n := &node{cfg: cfg, log: cfg.Logger, lb: b.lb, started: time.Now()}
 	ips, err := nodeIPs(cfg.NodeIPs)
 	if err != nil {
 		return nil, err
 	}
-	n.creds, err = join.Join(ctx, join.Config{ServerURL: cfg.ServerURL, Token: cfg.Token, NodeName: cfg.NodeName, DataDir: cfg.DataDir, NodeIPs: ips, Logger: n.log.With("component", "join")})
+	n.creds, err = join.Join(ctx, join.Config{ServerURL: b.lb.URL(), Token: cfg.Token, NodeName: cfg.NodeName, DataDir: cfg.DataDir, NodeIPs: ips, Logger: n.log.With("component", "join")})
+	if err != nil {
+		return nil, fmt.Errorf("%w (joining %s through the agent's API load balancer at %s)", err, cfg.ServerURL, b.lb.Addr())
+	}
+	if err := b.health.trust([]byte(n.creds.CAPEM)); err != nil {
+		return nil, err
+	}
+	rest, err := apiRestConfig(n.creds.Kubeconfig, b.lb.URL(), cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	rest, err := clientcmd.BuildConfigFromFlags("", n.creds.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("node kubeconfig: %w", err)
-	}
-	rest.UserAgent = "skiff-agent/" + cfg.NodeName
-	// The kubelet's defaults (kubeAPIQPS 50, kubeAPIBurst 100): client-go's
-	// own 5/10 held pod startup to about one pod a second (each pod takes
-	// ~10 requests: token, configmap, status reads and writes, events).
-	rest.QPS, rest.Burst = 50, 100
 	if n.client, err = kubernetes.NewForConfig(rest); err != nil {
 		return nil, err
 	}
+	b.watchServers(g, n.client)
 	if err := n.startRuntime(ctx); err != nil {
 		return nil, err
 	}
@@ -215,10 +216,14 @@ func (n *node) nodeImages(ctx context.Context) ([]corev1.ContainerImage, error) 
 // startNetwork waits for the node's podCIDR and brings the pod network up.
 func (n *node) startNetwork(ctx context.Context, nodeIP net.IP) error {
 	waitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go n.reporter.Run(waitCtx) // the Lease and status must flow while we wait
+	reported := make(chan struct{})
+	go func() { // the Lease and status must flow while we wait
+		defer close(reported)
+		_ = n.reporter.Run(waitCtx)
+	}()
 	cidr, err := n.reporter.WaitForPodCIDR(ctx)
 	cancel()
+	<-reported
 	if err != nil {
 		return fmt.Errorf("waiting for the node's podCIDR: %w", err)
 	}
@@ -273,10 +278,9 @@ func (n *node) reporterIP() string {
 	return ips[0].String()
 }
 
-// run runs every loop until ctx ends or one of them fails.
-func (n *node) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// run runs every loop in g (which already runs the balancer's) until g's
+// context ends or one of them fails.
+func (n *node) run(g *loops) error {
 	loops := map[string]func(context.Context) error{
 		"nodestatus": n.reporter.Run,
 		"kubelet":    n.kubelet.Run,
@@ -288,28 +292,15 @@ func (n *node) run(ctx context.Context) error {
 	for name, loop := range n.services.loops() {
 		loops[name] = loop
 	}
-	errc := make(chan error, len(loops))
-	var wg sync.WaitGroup
 	for name, loop := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := loop(ctx); err != nil && ctx.Err() == nil {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
+		g.Go(name, loop)
 	}
-	n.log.Info("node ready", "node", n.cfg.NodeName, "startup", time.Since(n.started).Round(time.Millisecond))
+	n.log.Info("node ready", "node", n.cfg.NodeName, "startup", time.Since(n.started).Round(time.Millisecond), "api", n.lb.URL())
 	if n.cfg.Started != nil {
 		n.cfg.Started()
 	}
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	cancel()
-	wg.Wait()
+	<-g.Done()
+	err := g.Stop()
 	n.runtime.Close()
 	n.network.Close()
 	if n.daemon != nil {
