@@ -122,7 +122,7 @@ func newServerCommand() *cobra.Command {
 	addNodeFlags(f, &acfg)
 	addSnapshotFlags(f, &cfg.Snapshots)  // snapshotcmd.go
 	addDatastoreFlags(f, &cfg.Datastore) // datastoreflags.go
-	cmd.AddCommand(newMembersCommand()) // membercmd.go
+	cmd.AddCommand(newMembersCommand())  // membercmd.go
 	return withConfig(cmd)
 }
 
