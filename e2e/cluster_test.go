@@ -83,8 +83,11 @@ type netCluster struct {
 	base   string // data dirs live below
 	logDir string // node logs; kept if the test fails
 	server *netNode
-	agents []*netNode
-	host   *testHost
+	// servers are further servers of an HA cluster (ha_test.go); server
+	// may point at one of them.
+	servers []*netNode
+	agents  []*netNode
+	host    *testHost
 
 	mu         sync.Mutex
 	mountRoots []string
@@ -285,6 +288,11 @@ func (c *netCluster) nodes() []*netNode {
 	var out []*netNode
 	if c.server != nil {
 		out = append(out, c.server)
+	}
+	for _, s := range c.servers {
+		if s != c.server {
+			out = append(out, s)
+		}
 	}
 	return append(out, c.agents...)
 }

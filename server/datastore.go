@@ -61,6 +61,19 @@ type datastore struct {
 	kind   string
 }
 
+// waitReady blocks until the store serves linearizable reads: a server
+// that restarts behind the others must catch up first (the leader's
+// replication to a member it saw die backs off up to about 10 s), and
+// one without quorum waits for it, as k3s waits for etcd, instead of
+// failing its start.
+func (d datastore) waitReady(ctx context.Context, log *slog.Logger) error {
+	return retry(ctx, log, "wait until the store has quorum and this member caught up", func() error {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return d.ready(c)
+	})
+}
+
 // ready is the /readyz store check: a store that can say whether it
 // serves linearizable reads says so, others answer CurrentRevision.
 func (d datastore) ready(ctx context.Context) error {

@@ -172,6 +172,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer ds.Close()
+	if err := ds.waitReady(ctx, log.With("component", "store")); err != nil {
+		return err
+	}
 	st := ds.Store
 	log.Info("state store open", "datastore", ds.kind)
 	stopSnapshots, err := startSnapshots(ctx, cfg, st, log.With("component", "snapshot")) // snapshots.go
