@@ -3,6 +3,7 @@ package apiendpoints
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,10 +77,10 @@ func TestReconcile_ListsFreshRecordsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"10.0.0.1", "10.0.0.2"}
-	if got := endpointIPs(t, cs); !equal(got, want) {
+	if got := endpointIPs(t, cs); !slices.Equal(got, want) {
 		t.Errorf("endpoints = %v, want %v", got, want)
 	}
-	if got := sliceIPs(t, cs, "kubernetes"); !equal(got, want) {
+	if got := sliceIPs(t, cs, "kubernetes"); !slices.Equal(got, want) {
 		t.Errorf("slice = %v, want %v", got, want)
 	}
 	leases := cs.CoordinationV1().Leases(LeaseNamespace)
@@ -112,7 +113,7 @@ func TestReconcile_TwoServersSeeEachOtherAndExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := endpointIPs(t, cs), []string{"10.0.0.1", "10.0.0.2"}; !equal(got, want) {
+	if got, want := endpointIPs(t, cs), []string{"10.0.0.1", "10.0.0.2"}; !slices.Equal(got, want) {
 		t.Fatalf("endpoints = %v, want %v", got, want)
 	}
 	// b stops renewing; 16 s later a drops it.
@@ -120,7 +121,7 @@ func TestReconcile_TwoServersSeeEachOtherAndExpire(t *testing.T) {
 	if err := a.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !equal(got, want) {
+	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !slices.Equal(got, want) {
 		t.Errorf("after b expired: endpoints = %v, want %v", got, want)
 	}
 }
@@ -144,11 +145,11 @@ func TestRun_OnShutdown_RemovesSelfButNotTheLast(t *testing.T) {
 		}
 	}
 	stop(b)
-	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !equal(got, want) {
+	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !slices.Equal(got, want) {
 		t.Errorf("after b left: endpoints = %v, want %v", got, want)
 	}
 	stop(a)
-	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !equal(got, want) {
+	if got, want := endpointIPs(t, cs), []string{"10.0.0.1"}; !slices.Equal(got, want) {
 		t.Errorf("the last server leaves the endpoints: got %v, want %v", got, want)
 	}
 }
@@ -167,13 +168,13 @@ func TestReconcile_MixedFamiliesAndPorts_OneSlicePerGroup(t *testing.T) {
 	if len(eps.Subsets) != 2 || eps.Subsets[0].Ports[0].Port != 6443 || eps.Subsets[1].Ports[0].Port != 7443 {
 		t.Errorf("subsets = %+v, want one per port, 6443 first", eps.Subsets)
 	}
-	if got := sliceIPs(t, cs, "kubernetes"); !equal(got, []string{"10.0.0.1"}) {
+	if got := sliceIPs(t, cs, "kubernetes"); !slices.Equal(got, []string{"10.0.0.1"}) {
 		t.Errorf("slice kubernetes = %v", got)
 	}
-	if got := sliceIPs(t, cs, "kubernetes-ipv4-7443"); !equal(got, []string{"10.0.0.3"}) {
+	if got := sliceIPs(t, cs, "kubernetes-ipv4-7443"); !slices.Equal(got, []string{"10.0.0.3"}) {
 		t.Errorf("slice kubernetes-ipv4-7443 = %v", got)
 	}
-	if got := sliceIPs(t, cs, "kubernetes-ipv6-6443"); !equal(got, []string{"fd00::2"}) {
+	if got := sliceIPs(t, cs, "kubernetes-ipv6-6443"); !slices.Equal(got, []string{"fd00::2"}) {
 		t.Errorf("slice kubernetes-ipv6-6443 = %v", got)
 	}
 	// c and b go away: their slices are removed.
@@ -195,7 +196,7 @@ func TestReconcile_ExistingUnmarkedObjects_AreTakenOver(t *testing.T) {
 	if err := r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := endpointIPs(t, cs); !equal(got, []string{"10.0.0.1"}) {
+	if got := endpointIPs(t, cs); !slices.Equal(got, []string{"10.0.0.1"}) {
 		t.Errorf("endpoints = %v", got)
 	}
 }
@@ -214,16 +215,4 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: New accepted it", name)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

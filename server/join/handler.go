@@ -138,15 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) nodeCerts(w http.ResponseWriter, r *http.Request) {
 	var req jointoken.NodeCertsRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err == nil && len(body) > maxBody {
-		err = errors.New("request body too large")
-	}
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
-	if err != nil {
-		writeStatus(w, apierrors.NewBadRequest("join: cannot read the request: "+err.Error()))
+	if !readJSON(w, r, &req) {
 		return
 	}
 	if errs := validation.IsDNS1123Subdomain(req.NodeName); len(errs) > 0 {
@@ -236,4 +228,21 @@ func writeStatus(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(int(s.Code))
 	json.NewEncoder(w).Encode(s)
+}
+
+// readJSON decodes a request body of at most maxBody bytes into v; on
+// failure it answers 400 and returns false.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(body) > maxBody {
+		err = errors.New("request body too large")
+	}
+	if err == nil {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest("join: cannot read the request: "+err.Error()))
+		return false
+	}
+	return true
 }

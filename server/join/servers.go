@@ -75,15 +75,7 @@ func (h *Handler) serverJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req jointoken.ServerJoinRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err == nil && len(body) > maxBody {
-		err = errors.New("request body too large")
-	}
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
-	if err != nil {
-		writeStatus(w, apierrors.NewBadRequest("join: cannot read the request: "+err.Error()))
+	if !readJSON(w, r, &req) {
 		return
 	}
 	if errs := validation.IsDNS1123Subdomain(req.Name); len(errs) > 0 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/util/retry"
 
 	"skiff/server/controller/controllertest"
 	"skiff/server/quota"
@@ -129,11 +130,17 @@ func TestQuota_SpecChanged_StatusFollows(t *testing.T) {
 	createQuota(t, e, "q", list("configmaps", "3"))
 	waitUsed(t, e, "q", list("configmaps", "0"))
 	configMap(t, e, "a")
-	q, err := e.Client.CoreV1().ResourceQuotas(ns).Get(e.Ctx, "q", metav1.GetOptions{})
-	must(t, err)
-	q.Spec.Hard = list("configmaps", "5", "secrets", "2")
-	_, err = e.Client.CoreV1().ResourceQuotas(ns).Update(e.Ctx, q, metav1.UpdateOptions{})
-	must(t, err)
+	// The controller may write status between our read and our write (the
+	// configmap's charge), so the spec change retries on conflict as a client must.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		q, err := e.Client.CoreV1().ResourceQuotas(ns).Get(e.Ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		q.Spec.Hard = list("configmaps", "5", "secrets", "2")
+		_, err = e.Client.CoreV1().ResourceQuotas(ns).Update(e.Ctx, q, metav1.UpdateOptions{})
+		return err
+	}))
 	// The spec change measures anew: the configmap created since counts.
 	waitUsed(t, e, "q", list("configmaps", "1", "secrets", "0"))
 }
