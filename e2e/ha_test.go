@@ -455,6 +455,15 @@ func TestHA_ThreeServers_FailoverPartitionQuorumLossAndAgents(t *testing.T) {
 		}
 	})
 
+	t.Run("Linearizable", func(t *testing.T) {
+		c.linearizableThroughServers(t)
+		c.server = s1
+		c.sameLists(c.servers...)
+		for _, s := range c.servers {
+			c.checkAcked(s)
+		}
+	})
+
 	t.Run("QuorumLossAndClusterReset", func(t *testing.T) {
 		survivor := c.servers[2]
 		for _, s := range c.others(survivor) {

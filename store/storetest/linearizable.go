@@ -437,6 +437,7 @@ func (r *lzRun) record(client int, in lzInput, out lzOutput, call, ret int64) {
 	r.history = append(r.history, op)
 	desc := fmt.Sprintf("worker %d %s", client, describeOperation(in, out))
 	switch {
+	case out.Outcome == lzOK && in.Kind == lzDelete && out.DeleteRev == NotReported:
 	case out.Outcome == lzOK && in.Kind == lzDelete:
 		r.obs = append(r.obs, revObs{Call: call, Return: ret, Rev: out.DeleteRev, Kind: obsWrite, Desc: desc})
 	case out.Outcome == lzOK && in.Kind != lzGet:

@@ -56,6 +56,13 @@ func (o lzOutcome) String() string {
 	return [...]string{"ok", "not-found", "exists", "conflict", "unknown"}[o]
 }
 
+// NotReported, as a store.KeyValue's CreateRevision or a Delete's
+// revision, says the client cannot tell it: a store.Store adapter over the
+// Kubernetes API returns it (resourceVersion is the ModRevision; there is no
+// CreateRevision, and a delete answers a Status without one). The model
+// then checks what is reported and nothing more.
+const NotReported = -1
+
 // lzOutput is a return. The KeyValue fields carry, per kind and outcome:
 // Get ok — the value read; Create/Update ok — the new key; Delete ok — the
 // previous key (and DeleteRev the delete's revision); conflict — the key's
@@ -102,8 +109,12 @@ func (s keyState) fixRev(m int64) (keyState, bool) {
 }
 
 // fixCreate says the key's CreateRevision is c; call it after fixRev.
+// c < 0 is "not reported": the Kubernetes API has no CreateRevision, so a
+// client of it (NotReported) leaves it unchecked.
 func (s keyState) fixCreate(c int64) (keyState, bool) {
 	switch {
+	case c < 0:
+		return s, true
 	case s.CreateIsLast:
 		return s.fixRev(c)
 	case s.CreateKnown:
@@ -196,6 +207,12 @@ func stepKey(s keyState, in lzInput, out lzOutput) []keyState {
 		s, ok := s.guard(in.Expected)
 		if !ok {
 			return nil
+		}
+		if out.DeleteRev == NotReported {
+			// The client learns only that the delete happened (the
+			// Kubernetes API answers a Status): the key existed, and its
+			// delete took some revision after its last write.
+			return when(s.overwrite(false, "", 0), s.Exists)
 		}
 		if s, ok = s.matchKV(out.Value, out.CreateRev, out.ModRev); !ok || out.DeleteRev <= s.Rev {
 			return nil

@@ -272,6 +272,18 @@ func TestLinearizable_Model_AcceptsContractRejectsViolations(t *testing.T) {
 			{3, 4, get, kv("b", 5, 9)}, {5, 6, get, kv("a", 5, 5)}}, porcupine.Illegal},
 		{"acknowledged write after an unknown one", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, end, update("b", 0), unknown},
 			{3, 4, get, kv("b", 5, 9)}, {5, 6, update("c", 9), kv("c", 5, 10)}, {7, 8, get, kv("c", 5, 10)}}, porcupine.Ok},
+		// Through the Kubernetes API (NotReported): no CreateRevision, and a
+		// delete reports neither the old state nor its revision.
+		{"API: update then read, create revision unreported", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, 3, update("b", 5), kv("b", NotReported, 6)},
+			{4, 5, get, kv("b", NotReported, 6)}}, porcupine.Ok},
+		{"API: stale read after an update", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, 3, update("b", 5), kv("b", NotReported, 6)},
+			{4, 5, get, kv("a", NotReported, 5)}}, porcupine.Illegal},
+		{"API: read after an unreported delete finds the key", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, 3, del(0), lzOutput{DeleteRev: NotReported}},
+			{4, 5, get, kv("a", NotReported, 5)}}, porcupine.Illegal},
+		{"API: unreported delete of an absent key", []step{{0, 1, get, gone}, {2, 3, del(0), lzOutput{DeleteRev: NotReported}}}, porcupine.Illegal},
+		{"API: unreported delete then recreate", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, 3, del(5), lzOutput{DeleteRev: NotReported}},
+			{4, 5, get, gone}, {6, 7, create("b"), kv("b", 9, 9)}, {8, 9, get, kv("b", NotReported, 9)}}, porcupine.Ok},
+		{"API: guarded delete at a wrong revision succeeds", []step{{0, 1, create("a"), kv("a", 5, 5)}, {2, 3, del(4), lzOutput{DeleteRev: NotReported}}}, porcupine.Illegal},
 	}
 	model := keyModel(1)
 	for _, tc := range tests {
