@@ -464,6 +464,8 @@ func TestHA_ThreeServers_FailoverPartitionQuorumLossAndAgents(t *testing.T) {
 		}
 	})
 
+	t.Run("SnapshotRestoreOnFreshServer", c.snapshotRestoreOnFreshServer)
+
 	t.Run("QuorumLossAndClusterReset", func(t *testing.T) {
 		survivor := c.servers[2]
 		for _, s := range c.others(survivor) {
