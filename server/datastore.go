@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"skiff/jointoken"
+	"skiff/server/bootstrapdata"
 	"skiff/server/certs"
 	"skiff/server/join"
 	"skiff/store"
@@ -162,22 +164,170 @@ func clusterFiles(dataDir string) func() (map[string][]byte, error) {
 	}
 }
 
+// openDatastoreAndCerts opens the store and makes the certificates, in
+// the order the store needs: a server joining the embedded cluster first
+// receives the cluster's CA and keys (its Raft peer certificate comes
+// from that CA); servers on an external etcd share theirs through the
+// datastore (bootstrapdata), so it opens first. cfg.Token is set when a
+// first server on etcd makes the token others must be given.
+func openDatastoreAndCerts(ctx context.Context, cfg *Config, ensureCerts func() (*certs.Bundle, error), log *slog.Logger) (*datastore, *certs.Bundle, error) {
+	if err := cfg.Datastore.check(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Datastore.Endpoint != "" {
+		ds, err := openEtcd(ctx, *cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		bundle, err := shareBootstrap(ctx, cfg, ds, ensureCerts, log)
+		if err != nil {
+			ds.Close()
+			return nil, nil, err
+		}
+		return ds, bundle, nil
+	}
+	if err := fetchClusterFiles(ctx, *cfg, log.With("component", "join")); err != nil {
+		return nil, nil, err
+	}
+	bundle, err := ensureCerts()
+	if err != nil {
+		return nil, nil, fmt.Errorf("certificates: %w", err)
+	}
+	ds, err := openDatastore(ctx, *cfg, bundle, log)
+	return ds, bundle, err
+}
+
+func openEtcd(ctx context.Context, cfg Config, log *slog.Logger) (*datastore, error) {
+	d := cfg.Datastore
+	st, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{d.Endpoint}, CAFile: d.CAFile, CertFile: d.CertFile, KeyFile: d.KeyFile,
+		CompactInterval: cfg.CompactInterval, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the etcd datastore: %w", err)
+	}
+	return &datastore{Store: st, kind: "etcd"}, nil
+}
+
+// shareBootstrap gives a server on an external datastore the cluster's
+// CA and keys, as k3s does with its bootstrap data: the first server
+// publishes its own, sealed with the server token; the others, started
+// with that token, receive them before their certificates are made. Two
+// first servers racing: the one whose publish loses takes the winner's
+// files instead of the ones it just made.
+func shareBootstrap(ctx context.Context, cfg *Config, ds *datastore, ensureCerts func() (*certs.Bundle, error), log *slog.Logger) (*certs.Bundle, error) {
+	secret, _, err := join.ServerSecret(cfg.DataDir, cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	if secret == "" {
+		if secret, err = jointoken.NewSecret(); err != nil {
+			return nil, err
+		}
+		cfg.Token = secret
+	}
+	if err := ds.waitReady(ctx, log); err != nil {
+		return nil, err
+	}
+	dir := TLSDir(cfg.DataDir)
+	_, statErr := os.Stat(filepath.Join(dir, certs.CACertFile))
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	var files map[string][]byte
+	var found bool
+	err = retry(ctx, log, "read the cluster's bootstrap data from the datastore", func() error {
+		files, found, err = bootstrapdata.Fetch(ctx, ds.Store, secret)
+		if errors.Is(err, bootstrapdata.ErrOtherCluster) || errors.Is(err, bootstrapdata.ErrWrongToken) {
+			return fmt.Errorf("%w: %w", errNoRetry, err)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		if err := installSharedFiles(dir, files, fresh); err != nil {
+			return nil, err
+		}
+		log.Info("received the cluster's CA and keys from the datastore")
+	}
+	bundle, err := ensureCerts()
+	if err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	if found {
+		return bundle, nil
+	}
+	if _, err := certs.EnsureFrontProxy(certs.Config{Dir: dir}); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	mine, err := clusterFiles(cfg.DataDir)()
+	if err != nil {
+		return nil, err
+	}
+	var stored map[string][]byte
+	var won bool
+	err = retry(ctx, log, "publish the cluster's bootstrap data to the datastore", func() error {
+		stored, won, err = bootstrapdata.Publish(ctx, ds.Store, secret, mine)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if won {
+		log.Info("published this cluster's CA and keys to the datastore, sealed with the server token")
+		return bundle, nil
+	}
+	if !fresh { // same CA (a restart racing nothing) or a refusal
+		if err := installSharedFiles(dir, stored, false); err != nil {
+			return nil, err
+		}
+		return bundle, nil
+	}
+	// Lost the race with another first server: its files replace the
+	// ones made a moment ago, and every certificate is made again.
+	log.Info("another server published the cluster's CA first: using it")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := installSharedFiles(dir, stored, true); err != nil {
+		return nil, err
+	}
+	return ensureCerts()
+}
+
+// installSharedFiles writes the cluster's shared files into a fresh TLS
+// directory; into one that has a CA already only when it is the same CA
+// (a restart), never replacing the CA a server's certificates come from.
+func installSharedFiles(dir string, files map[string][]byte, fresh bool) error {
+	if !fresh {
+		have, err := os.ReadFile(filepath.Join(dir, certs.CACertFile))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(have, files[certs.CACertFile]) {
+			return fmt.Errorf("this server's CA (%s) is not the cluster's in the datastore: move %s aside to take the cluster's", filepath.Join(dir, certs.CACertFile), dir)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range certs.SharedFiles() {
+		data, ok := files[name]
+		if !ok {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // openDatastore opens the store cfg chooses. For the embedded cluster it
 // also converts a single-server database (--cluster-init), resets
 // (--cluster-reset: ErrClusterReset) and joins (--server).
 func openDatastore(ctx context.Context, cfg Config, bundle *certs.Bundle, log *slog.Logger) (*datastore, error) {
-	d := cfg.Datastore
-	if err := d.check(); err != nil {
-		return nil, err
-	}
-	switch {
+	switch d := cfg.Datastore; {
 	case d.Endpoint != "":
-		st, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{d.Endpoint}, CAFile: d.CAFile, CertFile: d.CertFile, KeyFile: d.KeyFile,
-			CompactInterval: cfg.CompactInterval, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("open the etcd datastore: %w", err)
-		}
-		return &datastore{Store: st, kind: "etcd"}, nil
+		return openEtcd(ctx, cfg, log)
 	case d.embedded(cfg.DataDir):
 		return openRaft(ctx, cfg, bundle, log)
 	}
@@ -304,6 +454,9 @@ func requestMembership(ctx context.Context, cfg Config, bundle *certs.Bundle, st
 	})
 }
 
+// errNoRetry marks an error retry gives up on at once.
+var errNoRetry = errors.New("not retried")
+
 // retry runs fn until it succeeds, ctx ends or it is refused for good
 // (401/403/400-like answers are not retried).
 func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
@@ -313,7 +466,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) 
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, jointoken.ErrCAMismatch) || errors.Is(err, join.ErrServerJoin) && !retryable(err) {
+		if errors.Is(err, errNoRetry) || errors.Is(err, jointoken.ErrCAMismatch) || errors.Is(err, join.ErrServerJoin) && !retryable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		log.Warn("retrying", "what", what, "err", err, "in", delay)

@@ -158,16 +158,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("--service-cidr %q: %w", cfg.ServiceCIDR, err)
 	}
 	serviceIP := firstIP(serviceNet)
-	// A server joining a cluster first receives its CA and keys
-	// (datastore.go); Ensure then makes the rest from them.
-	if err := fetchClusterFiles(ctx, cfg, log.With("component", "join")); err != nil {
-		return err
+	ensureCerts := func() (*certs.Bundle, error) {
+		return certs.Ensure(certs.Config{Dir: TLSDir(cfg.DataDir), Addresses: hostAddresses(), ServiceIP: serviceIP, ClusterDomain: cfg.ClusterDomain, ExtraSANs: cfg.TLSSANs})
 	}
-	bundle, err := certs.Ensure(certs.Config{Dir: TLSDir(cfg.DataDir), Addresses: hostAddresses(), ServiceIP: serviceIP, ClusterDomain: cfg.ClusterDomain, ExtraSANs: cfg.TLSSANs})
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
-	ds, err := openDatastore(ctx, cfg, bundle, log.With("component", "store")) // datastore.go
+	ds, bundle, err := openDatastoreAndCerts(ctx, &cfg, ensureCerts, log.With("component", "store")) // datastore.go
 	if err != nil {
 		return err
 	}

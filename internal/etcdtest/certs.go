@@ -22,7 +22,7 @@ type pki struct {
 	CA, MemberCert, MemberKey, ClientCert, ClientKey string
 }
 
-func writePKI(dir string) (pki, error) {
+func writePKI(dir string, ips []net.IP) (pki, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return pki{}, err
@@ -45,16 +45,16 @@ func writePKI(dir string) (pki, error) {
 		return pki{}, err
 	}
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	if p.MemberCert, p.MemberKey, err = issue(dir, "member", ca, caKey, both); err != nil {
+	if p.MemberCert, p.MemberKey, err = issue(dir, "member", ca, caKey, both, ips); err != nil {
 		return pki{}, err
 	}
-	if p.ClientCert, p.ClientKey, err = issue(dir, "client", ca, caKey, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}); err != nil {
+	if p.ClientCert, p.ClientKey, err = issue(dir, "client", ca, caKey, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil); err != nil {
 		return pki{}, err
 	}
 	return p, nil
 }
 
-func issue(dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage []x509.ExtKeyUsage) (certFile, keyFile string, err error) {
+func issue(dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage []x509.ExtKeyUsage, ips []net.IP) (certFile, keyFile string, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
@@ -63,7 +63,7 @@ func issue(dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usag
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: "etcdtest-" + name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		ExtKeyUsage: usage, KeyUsage: x509.KeyUsageDigitalSignature,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		IPAddresses: append([]net.IP{net.ParseIP("127.0.0.1")}, ips...), DNSNames: []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

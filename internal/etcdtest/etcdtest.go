@@ -23,6 +23,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Options shape a cluster.
@@ -33,6 +34,20 @@ type Options struct {
 	// client certificates on both; CAFile, CertFile and KeyFile are then a
 	// client's files.
 	TLS bool
+	// Hosts, when set (one per member), runs member i in the network
+	// namespace Hosts[i].Netns (a path such as /run/netns/x, entered with
+	// nsenter) on Hosts[i].IP, at etcd's own ports 2379 and 2380: the
+	// members are then machines of a test's lab network.
+	Hosts []Host
+	// Dial reaches a member's client address from the test process; it is
+	// needed with Hosts, whose addresses the test's namespace cannot reach.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// Host is where a member runs (Options.Hosts).
+type Host struct {
+	IP    string
+	Netns string
 }
 
 // Cluster is a running etcd cluster.
@@ -43,11 +58,13 @@ type Cluster struct {
 	tls     bool
 	pki     pki
 	token   string
+	dial    func(ctx context.Context, addr string) (net.Conn, error)
 	members []*member
 }
 
 type member struct {
 	name, dataDir, logPath string
+	netns                  string // "" runs in the test's namespace
 	clientURL, peerURL     string
 
 	mu   sync.Mutex
@@ -69,6 +86,9 @@ func Start(tb testing.TB, opts Options) *Cluster {
 // Launch is Start returning its error instead of failing the test, for use
 // off the test's goroutine. The cluster is still stopped in tb's cleanup.
 func Launch(tb testing.TB, opts Options) (*Cluster, error) {
+	if len(opts.Hosts) > 0 {
+		opts.Members = len(opts.Hosts)
+	}
 	if opts.Members <= 0 {
 		opts.Members = 1
 	}
@@ -94,10 +114,18 @@ func Launch(tb testing.TB, opts Options) (*Cluster, error) {
 
 func launch(tb testing.TB, bin string, opts Options, attempt int) (*Cluster, error) {
 	c := &Cluster{tb: tb, bin: bin, dir: tb.TempDir(), tls: opts.TLS,
-		token: fmt.Sprintf("etcdtest-%d-%d", time.Now().UnixNano(), attempt)}
+		token: fmt.Sprintf("etcdtest-%d-%d", time.Now().UnixNano(), attempt), dial: opts.Dial}
+	if c.dial == nil {
+		var d net.Dialer
+		c.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
 	if opts.TLS {
+		var ips []net.IP
+		for _, h := range opts.Hosts {
+			ips = append(ips, net.ParseIP(h.IP))
+		}
 		var err error
-		if c.pki, err = writePKI(c.dir); err != nil {
+		if c.pki, err = writePKI(c.dir, ips); err != nil {
 			return nil, fmt.Errorf("certificates: %w", err)
 		}
 	}
@@ -111,13 +139,20 @@ func launch(tb testing.TB, bin string, opts Options, attempt int) (*Cluster, err
 	}
 	for i := 0; i < opts.Members; i++ {
 		name := fmt.Sprintf("m%d", i)
-		c.members = append(c.members, &member{
+		m := &member{
 			name:      name,
 			dataDir:   filepath.Join(c.dir, name+".etcd"),
 			logPath:   filepath.Join(c.dir, name+".log"),
 			clientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]),
 			peerURL:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i+1]),
-		})
+		}
+		if len(opts.Hosts) > 0 {
+			h := opts.Hosts[i]
+			m.netns = h.Netns
+			m.clientURL = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(h.IP, "2379"))
+			m.peerURL = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(h.IP, "2380"))
+		}
+		c.members = append(c.members, m)
 	}
 	tb.Cleanup(c.cleanup)
 	for i := range c.members {
@@ -195,6 +230,11 @@ func (c *Cluster) start(i int) error {
 	}
 	fmt.Fprintf(logf, "=== etcdtest: starting %s at %s\n", m.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, c.args(i)...)
+	if m.netns != "" {
+		// nsenter enters the namespace and execs etcd: the process and
+		// its signals are etcd's own.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + m.netns, "--", c.bin}, c.args(i)...)...)
+	}
 	cmd.Env = cleanEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// If the test process dies without cleaning up, the member dies too.
@@ -219,7 +259,9 @@ func (c *Cluster) start(i int) error {
 			return fmt.Errorf("etcd %s exited at start: %s", m.name, c.logTail(i, 15))
 		default:
 		}
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := c.dial(dctx, addr)
+		cancel()
 		if err == nil {
 			conn.Close()
 			return nil
@@ -350,7 +392,8 @@ func (c *Cluster) leaderOnce(ctx context.Context) int {
 
 // client is an etcd client for eps with the cluster's client certificate.
 func (c *Cluster) client(eps []string) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(c.dial)}}
 	if c.tls {
 		ca, err := os.ReadFile(c.pki.CA)
 		if err != nil {

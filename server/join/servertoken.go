@@ -22,42 +22,53 @@ func ServerTokenPath(dataDir string) string {
 // hash must then be caHash) or a bare secret; "" keeps the stored secret,
 // or generates one on first start.
 func EnsureServerToken(dataDir, configured, caHash string) (jointoken.Token, error) {
-	path := ServerTokenPath(dataDir)
-	var secret string
-	if configured != "" {
-		tok, err := jointoken.Parse(configured)
-		if err != nil {
-			return jointoken.Token{}, fmt.Errorf("--token: %w", err)
-		}
-		if !tok.IsServer() {
-			return jointoken.Token{}, errors.New("--token: a server's token must be K10<hash>::server:<secret> or a bare secret, not a bootstrap token")
-		}
-		if tok.CAHash != "" && tok.CAHash != caHash {
-			return jointoken.Token{}, fmt.Errorf("--token: its CA hash %s does not match this server's CA (%s)", short(tok.CAHash), short(caHash))
-		}
-		secret = tok.Secret
-	} else {
-		data, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			tok, err := jointoken.Parse(string(data))
-			if err != nil || !tok.IsServer() {
-				return jointoken.Token{}, fmt.Errorf("%s: not a server token (remove it to make a new one): %v", path, err)
-			}
-			secret = tok.Secret
-		case errors.Is(err, fs.ErrNotExist):
-			if secret, err = jointoken.NewSecret(); err != nil {
-				return jointoken.Token{}, err
-			}
-		default:
-			return jointoken.Token{}, fmt.Errorf("read server token: %w", err)
+	secret, tokHash, err := ServerSecret(dataDir, configured)
+	if err != nil {
+		return jointoken.Token{}, err
+	}
+	if tokHash != "" && tokHash != caHash {
+		return jointoken.Token{}, fmt.Errorf("--token: its CA hash %s does not match this server's CA (%s)", short(tokHash), short(caHash))
+	}
+	if secret == "" {
+		if secret, err = jointoken.NewSecret(); err != nil {
+			return jointoken.Token{}, err
 		}
 	}
 	tok := jointoken.Token{CAHash: caHash, ID: jointoken.ServerID, Secret: secret}
-	if err := writeIfChanged(path, tok.String()+"\n"); err != nil {
+	if err := writeIfChanged(ServerTokenPath(dataDir), tok.String()+"\n"); err != nil {
 		return jointoken.Token{}, err
 	}
 	return tok, nil
+}
+
+// ServerSecret is the server token's secret before the CA is known:
+// configured (--token, full or bare; caHash is then the hash a full token
+// names) or the one kept in <dataDir>/server/token; "" when there is
+// neither (a first start without --token).
+func ServerSecret(dataDir, configured string) (secret, caHash string, err error) {
+	if configured != "" {
+		tok, err := jointoken.Parse(configured)
+		if err != nil {
+			return "", "", fmt.Errorf("--token: %w", err)
+		}
+		if !tok.IsServer() {
+			return "", "", errors.New("--token: a server's token must be K10<hash>::server:<secret> or a bare secret, not a bootstrap token")
+		}
+		return tok.Secret, tok.CAHash, nil
+	}
+	path := ServerTokenPath(dataDir)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("read server token: %w", err)
+	}
+	tok, err := jointoken.Parse(string(data))
+	if err != nil || !tok.IsServer() {
+		return "", "", fmt.Errorf("%s: not a server token (remove it to make a new one): %v", path, err)
+	}
+	return tok.Secret, "", nil
 }
 
 func writeIfChanged(path, content string) error {
