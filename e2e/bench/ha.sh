@@ -47,8 +47,11 @@ start() {
 	local name=$1 p=$2
 	shift 2
 	mkdir -p "$tmp/$name"
-	setsid "$bin" server --data-dir "$tmp/$name" --https-listen-port "$p" --bind-address 127.0.0.1 \
-		--advertise-address 127.0.0.1 --disable-agent --node-name "$name" \
+	# The host's own address is advertised (the kubernetes Endpoints
+	# refuse loopback); Raft members reach each other there, delivered
+	# locally, so the Raft servers bind every address (BIND="").
+	setsid "$bin" server --data-dir "$tmp/$name" --https-listen-port "$p" ${BIND:+--bind-address $BIND} \
+		--disable-agent --node-name "$name" \
 		--write-kubeconfig "$tmp/$name.kc" "$@" >"$tmp/$name.log" 2>&1 &
 	pids+=($!)
 	local deadline=$(($(date +%s) + READY_TIMEOUT))
@@ -81,15 +84,17 @@ summary() {
 }
 
 # 1. SQLite
+BIND=127.0.0.1
 start sqlite 16443
 load "skiff sqlite (1 server)" "$tmp/sqlite.kc"
 stop_all
 
 # 2. Raft, three servers
+BIND=""
 start r1 16444 --cluster-init --raft-port 12380
 tok=$(cat "$tmp/r1/server/token")
-start r2 16445 --server https://127.0.0.1:16444 --token "$tok" --raft-port 12381
-start r3 16446 --server https://127.0.0.1:16444 --token "$tok" --raft-port 12382
+start r2 16445 --server "https://$(hostname -I | cut -d" " -f1):16444" --token "$tok" --raft-port 12381
+start r3 16446 --server "https://$(hostname -I | cut -d" " -f1):16444" --token "$tok" --raft-port 12382
 load "skiff raft via leader" "$tmp/r1.kc"
 load "skiff raft via follower" "$tmp/r2.kc"
 stop_all
@@ -105,6 +110,7 @@ for i in 0 1 2; do
 		>"$tmp/e$i.log" 2>&1 &
 	pids+=($!)
 done
+BIND=127.0.0.1
 start etcd 16447 --datastore-endpoint "http://127.0.0.1:12479,http://127.0.0.1:12478,http://127.0.0.1:12477"
 load "skiff on 3-member etcd" "$tmp/etcd.kc"
 stop_all
