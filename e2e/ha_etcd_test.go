@@ -104,17 +104,7 @@ func TestHAEtcd_TwoServersOnThreeMemberEtcd_SharedCAKillServerAgentsFailOver(t *
 	}
 	c.checkAcked(s1)
 	c.checkAcked(s2)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := c.kubectlVia(s2, "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[*].addresses[*].ip}")
-		if err == nil && len(strings.Fields(out)) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("default/kubernetes endpoints = %q %v, want both servers", out, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	c.waitAPIEndpoints(s2, 2)
 
 	t.Run("WrongTokenRefused", func(t *testing.T) {
 		// A third server given another token must not start a second

@@ -380,17 +380,7 @@ func TestHA_ThreeServers_FailoverPartitionQuorumLossAndAgents(t *testing.T) {
 		t.Fatalf("members = %+v, want 3", ml.Members)
 	}
 	// The kubernetes Service lists every server (agents learn them there).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := c.kubectlVia(s1, "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[*].addresses[*].ip}")
-		if err == nil && len(strings.Fields(out)) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("default/kubernetes endpoints = %q %v, want the 3 servers", out, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	c.waitAPIEndpoints(s1, 3)
 
 	// Agents join through the first server, run pods.
 	for _, a := range c.agents {
@@ -491,6 +481,23 @@ func TestHA_ThreeServers_FailoverPartitionQuorumLossAndAgents(t *testing.T) {
 		c.checkAcked(survivor)
 		c.writeUntilOK(survivor, "after-reset", 10*time.Second)
 	})
+}
+
+// waitAPIEndpoints waits until default/kubernetes, read through via,
+// lists n servers (agents learn them there).
+func (c *haCluster) waitAPIEndpoints(via *netNode, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := c.kubectlVia(via, "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[*].addresses[*].ip}")
+		if err == nil && len(strings.Fields(out)) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("default/kubernetes endpoints = %q %v, want %d servers", out, err, n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // agentsSurvive checks, after the agents' server went down at downAt,

@@ -129,17 +129,8 @@ func fetchClusterFiles(ctx context.Context, cfg Config, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := installSharedFiles(dir, files, true); err != nil {
 		return err
-	}
-	for _, name := range certs.SharedFiles() {
-		data, ok := files[name]
-		if !ok {
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
 	}
 	log.Info("received the cluster's CA and keys", "from", d.JoinURL)
 	return nil
