@@ -78,6 +78,11 @@ func newServerCommand() *cobra.Command {
 				return fmt.Errorf("--write-kubeconfig-mode %q: want an octal file mode such as 0600", mode)
 			}
 			cfg.KubeconfigMode = os.FileMode(m)
+			for _, d := range cfg.Disable {
+				if d != server.AddonLocalStorage && d != server.AddonMetricsServer {
+					return fmt.Errorf("--disable %q: no such add-on (known: %s, %s)", d, server.AddonLocalStorage, server.AddonMetricsServer)
+				}
+			}
 			cfg.Logger = newLogger()
 			cfg.Version = versionInfo()
 			cfg.ClusterDNS = acfg.ClusterDNS
@@ -119,6 +124,8 @@ func newServerCommand() *cobra.Command {
 	f.IntVar(&cfg.Audit.MaxSizeMB, "audit-log-maxsize", 0, "size in megabytes at which the audit log is rotated (0: 100)")
 	f.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files to keep (0: all)")
 	f.BoolVar(&disableAgent, "disable-agent", false, "run only the control plane, without a local node")
+	f.StringSliceVar(&cfg.Disable, "disable", nil, "packaged add-ons to leave out (repeatable): "+server.AddonLocalStorage+", "+server.AddonMetricsServer)
+	f.StringVar(&cfg.DefaultLocalStoragePath, "default-local-storage-path", "", "directory on every node for local-path volumes (default <data-dir>/storage)")
 	addNodeFlags(f, &acfg)
 	addSnapshotFlags(f, &cfg.Snapshots)  // snapshotcmd.go
 	addDatastoreFlags(f, &cfg.Datastore) // datastoreflags.go

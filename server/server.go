@@ -116,6 +116,41 @@ type Config struct {
 	// NodeName is this server's node name: its member ID in the embedded
 	// cluster (the host name if empty).
 	NodeName string
+	// Disable names the packaged add-ons left out (--disable, k3s's
+	// names): AddonLocalStorage, AddonMetricsServer.
+	Disable []string
+	// DefaultLocalStoragePath is the directory on every node under which
+	// the local-path provisioner makes its volumes ("" =
+	// <data-dir>/storage, the server's data dir, as k3s's default).
+	DefaultLocalStoragePath string
+}
+
+// The packaged add-ons --disable can leave out.
+const (
+	// AddonLocalStorage is the built-in local-path provisioner and its
+	// default StorageClass "local-path".
+	AddonLocalStorage = "local-storage"
+	// AddonMetricsServer is the built-in metrics.k8s.io API; disabled, a
+	// real metrics-server can register the group.
+	AddonMetricsServer = "metrics-server"
+)
+
+// Disabled says whether --disable named the add-on.
+func (c Config) Disabled(addon string) bool {
+	for _, d := range c.Disable {
+		if d == addon {
+			return true
+		}
+	}
+	return false
+}
+
+// LocalStoragePath is where local-path volumes go on each node.
+func (c Config) LocalStoragePath() string {
+	if c.DefaultLocalStoragePath != "" {
+		return c.DefaultLocalStoragePath
+	}
+	return filepath.Join(c.DataDir, "storage")
 }
 
 // AuditConfig is kube-apiserver's audit log options. Without a policy
